@@ -1,0 +1,50 @@
+"""The ``Runner`` protocol: what every back end (local subprocess, Modal, GitHub Actions) does.
+
+A runner takes a job spec and returns the harness's result; it reports progress while it runs
+and can be cancelled. Which GPU goes to which runner lives in config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from harness.spec import JobSpec, Progress, Result
+
+ProgressCallback = Callable[[Progress], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a runner learns about the job besides the spec."""
+
+    job_id: int
+    gpu: str
+    limit_s: float  # the runner's own limit: always longer than spec.timeout_s (core.timeouts)
+    runner_ref: str | None = None  # set when re-attaching to work started before a restart
+
+
+class RunnerError(Exception):
+    """The runner could not produce a result (the harness died, the platform failed)."""
+
+    def __init__(self, message: str, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
+
+
+@runtime_checkable
+class Runner(Protocol):
+    name: str
+
+    def gpus(self) -> list[str]:
+        """The GPU names this runner can serve now (registry names such as "H100", or "cpu")."""
+        ...
+
+    async def run(self, spec: JobSpec, context: RunContext, on_progress: ProgressCallback) -> Result:
+        """Run the harness; raise RunnerError when no result could be had."""
+        ...
+
+    async def cancel(self, job_id: int) -> None:
+        """Stop a job this runner is running; a no-op when it is not."""
+        ...

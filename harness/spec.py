@@ -1,0 +1,246 @@
+"""The wire contract between a runner and the harness: a job spec in, a result out.
+
+Both sides import this module. It needs only the standard library, so it runs unchanged in a
+bare GPU image. Everything crosses the wire as JSON with a ``version`` field; a reader refuses
+a version it does not know rather than guess.
+
+Channel: the runner starts ``python -m harness`` and writes one JSON spec to its stdin (never
+argv or the environment: the spec holds the secret seed and the result key). The harness
+writes JSON lines to its own stdout: progress events, then exactly one result line signed
+with HMAC-SHA256 under ``result_key``. The submission runs in a child process that never sees
+the spec, the key or the harness's stdout, so it cannot forge a result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+SPEC_VERSION = 1
+
+Case = dict[str, Any]
+"""Keyword arguments of one ``generate_input`` call, e.g. ``{"size": 1024, "seed": 31232}``."""
+
+
+class Mode(StrEnum):
+    TEST = "test"
+    BENCHMARK = "benchmark"
+    RANKED = "ranked"
+    PROFILE = "profile"
+
+
+class Status(StrEnum):
+    """How a harness run ended. Only ``PASSED`` counts as success."""
+
+    PASSED = "passed"
+    COMPILE_ERROR = "compile_error"  # syntax error, missing custom_kernel, nvcc failure
+    FAILED = "failed"  # a wrong answer, or a check that timing or outputs are honest failed
+    CRASHED = "crashed"  # exception, segfault, os._exit, CUDA fault, out of memory
+    TIMED_OUT = "timed_out"
+    ERROR = "error"  # the harness itself or the leaderboard is broken: not the user's fault
+
+
+class SpecError(ValueError):
+    """A spec or result that does not follow this contract."""
+
+
+@dataclass
+class GpuInfo:
+    """What the runner knows about the GPU it asked for, for roofline figures."""
+
+    name: str = "cpu"
+    peak_bandwidth_gbps: float | None = None
+    peak_tflops: float | None = None
+
+
+@dataclass
+class TaskConfig:
+    """The parts of a leaderboard's task.yml the harness needs, already parsed by the core."""
+
+    lang: str = "py"  # "py" or "cu"
+    main: str = "eval.py"  # for py: the entry file named in task.yml (kernelcup uses its own)
+    sources: list[str] = field(default_factory=list)  # for cu: files to compile
+    include_dirs: list[str] = field(default_factory=list)
+    defines: dict[str, str] = field(default_factory=dict)
+    compile_flags: list[str] = field(default_factory=list)
+    tests: list[Case] = field(default_factory=list)
+    benchmarks: list[Case] = field(default_factory=list)
+    ranking_by: str = "geom"  # "last", "mean" or "geom"
+
+
+@dataclass
+class JobSpec:
+    job_id: str
+    mode: Mode
+    task: TaskConfig
+    files: dict[str, str]  # every leaderboard file by the name it must have, the submission included
+    submission_name: str  # which entry of ``files`` is the user's code
+    timeout_s: float  # the harness's whole budget for this mode; runners allow more
+    device: str = "auto"  # "auto" (cuda when present), "cuda" or "cpu"
+    gpu: GpuInfo = field(default_factory=GpuInfo)
+    secret_seed: int | None = None  # ranked mode only; mixed into every case seed
+    result_key: str = ""  # hex HMAC key for the result line
+    version: int = SPEC_VERSION
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> JobSpec:
+        raw = _load_versioned(text)
+        try:
+            raw["mode"] = Mode(raw["mode"])
+            raw["task"] = TaskConfig(**raw["task"])
+            raw["gpu"] = GpuInfo(**raw.get("gpu", {}))
+            return cls(**raw)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SpecError(f"malformed job spec: {exc}") from exc
+
+
+@dataclass
+class CaseResult:
+    """One test or benchmark case."""
+
+    case: Case
+    passed: bool
+    message: str = ""
+    # Benchmark statistics, in nanoseconds; absent for tests.
+    runs: int = 0
+    median_ns: float | None = None
+    mean_ns: float | None = None
+    min_ns: float | None = None
+    max_ns: float | None = None
+    std_ns: float | None = None
+    ci_low_ns: float | None = None  # confidence interval of the median
+    ci_high_ns: float | None = None
+    tflops: float | None = None
+    gbps: float | None = None
+    percent_of_peak: float | None = None
+
+
+@dataclass
+class SystemInfo:
+    device: str = "cpu"
+    gpu: str = "cpu"
+    driver: str = ""
+    torch: str = ""
+    cuda: str = ""
+    triton: str = ""
+    python: str = ""
+    hostname: str = ""
+    sm_clock_mhz_before: float | None = None
+    sm_clock_mhz_after: float | None = None
+
+
+@dataclass
+class Result:
+    job_id: str
+    mode: Mode
+    status: Status
+    verdict: str  # one line a user understands
+    compile_log: str = ""
+    tests: list[CaseResult] = field(default_factory=list)
+    benchmarks: list[CaseResult] = field(default_factory=list)
+    score_s: float | None = None  # ranked/benchmark score in seconds, lower is better
+    system: SystemInfo = field(default_factory=SystemInfo)
+    stdout: str = ""  # the submission's output, capped
+    stderr: str = ""
+    files: dict[str, str] = field(default_factory=dict)  # full logs, profile reports
+    duration_s: float = 0.0
+    version: int = SPEC_VERSION
+
+    @property
+    def passed(self) -> bool:
+        return self.status is Status.PASSED
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Result:
+        raw = dict(raw)
+        _check_version(raw)
+        try:
+            raw["mode"] = Mode(raw["mode"])
+            raw["status"] = Status(raw["status"])
+            raw["tests"] = [CaseResult(**c) for c in raw.get("tests", [])]
+            raw["benchmarks"] = [CaseResult(**c) for c in raw.get("benchmarks", [])]
+            raw["system"] = SystemInfo(**raw.get("system", {}))
+            return cls(**raw)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SpecError(f"malformed result: {exc}") from exc
+
+    @classmethod
+    def from_json(cls, text: str) -> Result:
+        return cls.from_dict(_load_versioned(text))
+
+
+@dataclass
+class Progress:
+    """A progress event: phase is compiling, testing, benchmarking or profiling."""
+
+    phase: str
+    done: int = 0
+    total: int = 0
+
+
+def sign(result_json: str, key: str) -> str:
+    return hmac.new(bytes.fromhex(key), result_json.encode(), hashlib.sha256).hexdigest()
+
+
+def progress_line(event: Progress) -> str:
+    return json.dumps({"event": "progress", **asdict(event)})
+
+
+def result_line(result: Result, key: str) -> str:
+    body = result.to_json()
+    return json.dumps({"event": "result", "result": body, "mac": sign(body, key)})
+
+
+def parse_line(line: str, key: str) -> Progress | Result | None:
+    """Read one harness stdout line; None for anything that is not a valid event.
+
+    A result whose MAC does not verify raises: someone other than the harness wrote it.
+    """
+    try:
+        raw = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(raw, dict):
+        return None
+    if raw.get("event") == "progress":
+        try:
+            return Progress(str(raw["phase"]), int(raw.get("done", 0)), int(raw.get("total", 0)))
+        except (KeyError, TypeError, ValueError):
+            return None
+    if raw.get("event") == "result":
+        body, mac = raw.get("result"), raw.get("mac")
+        if not isinstance(body, str) or not isinstance(mac, str):
+            raise SpecError("result line without a body or MAC")
+        if not hmac.compare_digest(sign(body, key), mac):
+            raise SpecError("result line with a bad MAC: not written by the harness")
+        return Result.from_json(body)
+    return None
+
+
+def _load_versioned(text: str) -> dict[str, Any]:
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"not JSON: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise SpecError("expected a JSON object")
+    _check_version(raw)
+    return raw
+
+
+def _check_version(raw: dict[str, Any]) -> None:
+    if raw.get("version") != SPEC_VERSION:
+        raise SpecError(f"unsupported version {raw.get('version')!r}; this side speaks {SPEC_VERSION}")
