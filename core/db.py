@@ -1,4 +1,8 @@
-"""The database engine: SQLite (a file, WAL) by default, PostgreSQL when the URL says so."""
+"""The database engine: SQLite (a file, WAL) by default, PostgreSQL when the URL says so.
+
+Also the one way the schema changes (``upgrade``, Alembic from the first table on) and the one
+datetime column type, so every timestamp that leaves the store is tz-aware UTC on both databases.
+"""
 
 from __future__ import annotations
 
@@ -8,16 +12,57 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event
-from sqlalchemy.engine import Engine
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import DateTime, event, make_url, text
+from sqlalchemy.engine import URL, Connection, Dialect, Engine
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.pool import NullPool
+from sqlalchemy.types import TypeDecorator
 from sqlmodel import Session, create_engine
 
+from core.errors import StoreUnavailable
 
-def make_engine(url: str, **kwargs: Any) -> Engine:
-    if url.startswith("sqlite"):
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+# Any constant works; it only has to be the same in every process that migrates this database.
+_MIGRATION_LOCK_KEY = 0x6B635F6D69677261  # "kc_migra"
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Stores UTC, returns tz-aware UTC: timestamptz on PostgreSQL, naive-UTC text on SQLite.
+
+    A naive datetime is refused rather than guessed at: a deadline without a zone is a bug, and
+    silently treating it as UTC would shift it by the server's offset wherever that differs.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if not isinstance(value, datetime):
+            raise TypeError(f"expected a datetime, got {type(value).__name__}: {value!r}")
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(f"naive datetime {value.isoformat()} refused: give it a time zone")
+        value = value.astimezone(UTC)
+        # SQLite keeps no zone; storing the UTC wall time keeps text order = time order.
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def make_engine(url: str | URL, **kwargs: Any) -> Engine:
+    url = make_url(url)
+    if url.get_backend_name() == "sqlite":
         _ensure_sqlite_dir(url)
         # Without a busy timeout, concurrent writers fail at once with "database is locked".
-        engine = create_engine(url, connect_args={"timeout": 5, "check_same_thread": False}, **kwargs)
+        connect_args = {"timeout": 5, "check_same_thread": False}
+        engine = create_engine(url, connect_args=connect_args, **kwargs)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     return create_engine(url, pool_pre_ping=True, **kwargs)
@@ -31,10 +76,14 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-def _ensure_sqlite_dir(url: str) -> None:
-    path = url.split(":///", 1)[-1]
-    if path and path != ":memory:" and not path.startswith("file:"):
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+def _is_file_database(url: URL) -> bool:
+    path = url.database or ""
+    return bool(path) and path != ":memory:" and not path.startswith("file:")
+
+
+def _ensure_sqlite_dir(url: URL) -> None:
+    if _is_file_database(url):
+        Path(url.database or "").parent.mkdir(parents=True, exist_ok=True)
 
 
 @contextmanager
@@ -50,5 +99,116 @@ def session_scope(engine: Engine) -> Iterator[Session]:
 
 
 def as_utc(value: datetime) -> datetime:
-    """SQLite drops a datetime's zone; everything stored is UTC, so re-attach it."""
+    """For datetimes from outside the store (user input, files): anything naive is taken as UTC."""
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+# --- reachability ---------------------------------------------------------------------------
+
+
+def check_reachable(url: str | URL, timeout_s: int = 5) -> None:
+    """Fail at start with one line that names the database, instead of a traceback mid-request."""
+    parsed = make_url(url)
+    shown = parsed.render_as_string(hide_password=True)
+    connect_args: dict[str, Any] = {}
+    if parsed.get_backend_name() == "postgresql":
+        connect_args["connect_timeout"] = timeout_s
+    engine = create_engine(parsed, poolclass=NullPool, connect_args=connect_args)
+    try:
+        with engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+    except SQLAlchemyError as error:
+        reason = _one_line_reason(error, parsed.password)
+        raise StoreUnavailable(f"cannot reach the database at {shown}: {reason}") from None
+    finally:
+        engine.dispose()
+
+
+def _one_line_reason(error: SQLAlchemyError, password: str | None) -> str:
+    original = error.orig if isinstance(error, DBAPIError) else error
+    lines = [line.strip() for line in str(original).splitlines() if line.strip()]
+    # psycopg says 'connection failed: connection to server at "h", port 1 failed: Connection
+    # refused'; the part after the last ": " is the reason, the rest repeats the address.
+    reason = (lines[0] if lines else type(original).__name__).rsplit(": ", 1)[-1].strip()
+    if password:
+        reason = reason.replace(password, "***")
+    return reason[:1].lower() + reason[1:]
+
+
+# --- migrations -----------------------------------------------------------------------------
+
+
+def alembic_config(connection: Connection | None = None) -> Config:
+    """Alembic configured in code, so an installed package migrates without an alembic.ini."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.set_main_option("version_locations", str(MIGRATIONS_DIR / "versions"))
+    if connection is not None:
+        config.attributes["connection"] = connection
+    return config
+
+
+def upgrade(engine_or_url: Engine | str | URL, revision: str = "head") -> None:
+    """Bring the schema to ``revision``; a no-op when already there, so call it at every start.
+
+    Safe when several processes start at once: on PostgreSQL a transaction-scoped advisory lock
+    makes the others wait and then find nothing to do; on SQLite ``BEGIN IMMEDIATE`` does the
+    same. The whole upgrade is one transaction on both, so a failed migration leaves nothing
+    half-done.
+    """
+    given = engine_or_url if isinstance(engine_or_url, Engine) else None
+    url = given.url if given is not None else make_url(engine_or_url)  # type: ignore[arg-type]
+    if url.get_backend_name() == "sqlite" and _is_file_database(url):
+        _upgrade_sqlite_file(url, revision)
+        return
+    if given is None and url.get_backend_name() == "sqlite":
+        raise ValueError("pass an in-memory SQLite database as its engine, not as a URL")
+    engine = given or make_engine(url, poolclass=NullPool)
+    try:
+        with engine.begin() as connection:
+            if connection.dialect.name == "postgresql":
+                connection.execute(
+                    text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY}
+                )
+            command.upgrade(alembic_config(connection), revision)
+    finally:
+        if given is None:
+            engine.dispose()
+
+
+def _upgrade_sqlite_file(url: URL, revision: str) -> None:
+    """Migrate on a connection of its own, with foreign keys off.
+
+    Batch migrations rebuild a table by copying and dropping it; with foreign keys on, dropping
+    ``leaderboard`` would cascade-delete every submission. So, as SQLite's docs prescribe for
+    schema changes: keys off, one transaction, then ``foreign_key_check`` before committing.
+    """
+    _ensure_sqlite_dir(url)
+    engine = create_engine(url, poolclass=NullPool, connect_args={"timeout": 30})
+
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # so that the BEGIN below is the only one
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=OFF")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection: Connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    try:
+        with engine.begin() as connection:
+            command.upgrade(alembic_config(connection), revision)
+            broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+            if broken:
+                raise RuntimeError(f"migration left rows with broken foreign keys: {broken[:5]}")
+    finally:
+        engine.dispose()
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The schema's Alembic revision, or None for a database never migrated."""
+    with engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()

@@ -9,6 +9,18 @@ from enum import StrEnum
 from sqlalchemy import BigInteger, Column, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
+from core.db import UTCDateTime
+
+# Named constraints from the first migration on: SQLite batch migrations can only drop or alter
+# a constraint that has a name, and the names then match on both databases.
+SQLModel.metadata.naming_convention = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
@@ -35,10 +47,11 @@ class JobStatus(StrEnum):
 
 class User(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
-    identity: str = Field(unique=True, index=True, max_length=200)  # "discord:1234", "console:alice"
+    # "discord:1234", "console:alice"
+    identity: str = Field(unique=True, index=True, max_length=200)
     display_name: str = Field(max_length=200)
     banned: bool = Field(default=False)
-    created_at: datetime = Field(default_factory=utcnow)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
 
 
 class Leaderboard(SQLModel, table=True):
@@ -46,7 +59,7 @@ class Leaderboard(SQLModel, table=True):
     name: str = Field(unique=True, index=True, max_length=100)
     description: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=""))
     lang: str = Field(default="py", max_length=8)
-    deadline: datetime  # tz-aware UTC; SQLite drops the zone, the store re-attaches it
+    deadline: datetime = Field(sa_type=UTCDateTime)  # tz-aware; a naive one is refused
     ranking_by: str = Field(default="geom", max_length=16)
     visibility: str = Field(default="public", max_length=16)  # "public" or "hidden"
     task_json: str = Field(sa_column=Column(Text, nullable=False))  # the parsed task.yml
@@ -55,7 +68,7 @@ class Leaderboard(SQLModel, table=True):
     paused: bool = Field(default=False)
     source_dir: str | None = Field(default=None, max_length=500)  # folder it was synced from
     creator_id: int | None = Field(default=None, foreign_key="user.id")
-    created_at: datetime = Field(default_factory=utcnow)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
 
 
 class LeaderboardFile(SQLModel, table=True):
@@ -83,6 +96,10 @@ class Code(SQLModel, table=True):
 
 
 class Submission(SQLModel, table=True):
+    __table_args__ = (
+        Index("ix_submission_user_created", "user_id", "created_at"),  # `mine`
+        Index("ix_submission_board_user_created", "leaderboard_id", "user_id", "created_at"),
+    )
     id: int | None = Field(default=None, primary_key=True)
     leaderboard_id: int = Field(foreign_key="leaderboard.id", index=True, ondelete="CASCADE")
     user_id: int = Field(foreign_key="user.id", index=True)
@@ -91,8 +108,8 @@ class Submission(SQLModel, table=True):
     mode: str = Field(max_length=16)
     # Opaque, adapter-owned: where to deliver the outcome, so a restart can still answer.
     reply_to: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
-    delivered_at: datetime | None = None
-    created_at: datetime = Field(default_factory=utcnow, index=True)
+    delivered_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    created_at: datetime = Field(default_factory=utcnow, index=True, sa_type=UTCDateTime)
 
 
 class Job(SQLModel, table=True):
@@ -109,15 +126,17 @@ class Job(SQLModel, table=True):
     runner_ref: str | None = Field(default=None, max_length=200)  # e.g. a remote call id
     progress: str | None = Field(default=None, max_length=200)  # last progress event, as text
     error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
-    queued_at: datetime = Field(default_factory=utcnow)
-    started_at: datetime | None = None
-    heartbeat_at: datetime | None = None
-    finished_at: datetime | None = None
+    queued_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    started_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    heartbeat_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
 
 
 class Run(SQLModel, table=True):
     """What the harness reported for one job."""
 
+    # rebuild_best's scan, and deleting a leaderboard without reading every run.
+    __table_args__ = (Index("ix_run_board_gpu_user", "leaderboard_id", "gpu", "user_id"),)
     id: int | None = Field(default=None, primary_key=True)
     job_id: int = Field(foreign_key="job.id", index=True, ondelete="CASCADE")
     submission_id: int = Field(foreign_key="submission.id", index=True, ondelete="CASCADE")
@@ -129,7 +148,7 @@ class Run(SQLModel, table=True):
     score: float | None = None  # seconds, lower is better
     result_json: str = Field(sa_column=Column(Text, nullable=False))
     system_json: str = Field(default="{}", sa_column=Column(Text, nullable=False))
-    created_at: datetime = Field(default_factory=utcnow)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
 
 
 class BestScore(SQLModel, table=True):
@@ -143,10 +162,11 @@ class BestScore(SQLModel, table=True):
     leaderboard_id: int = Field(foreign_key="leaderboard.id", ondelete="CASCADE")
     gpu: str = Field(max_length=50)
     user_id: int = Field(foreign_key="user.id")
-    run_id: int = Field(foreign_key="run.id", ondelete="CASCADE")
-    submission_id: int = Field(foreign_key="submission.id", ondelete="CASCADE")
+    # Indexed so that deleting runs or submissions finds their entries without a scan.
+    run_id: int = Field(foreign_key="run.id", ondelete="CASCADE", index=True)
+    submission_id: int = Field(foreign_key="submission.id", ondelete="CASCADE", index=True)
     score: float
-    submitted_at: datetime
+    submitted_at: datetime = Field(sa_type=UTCDateTime)
 
 
 class RateLimit(SQLModel, table=True):
@@ -154,7 +174,9 @@ class RateLimit(SQLModel, table=True):
 
     __table_args__ = (UniqueConstraint("leaderboard_id", "mode"),)
     id: int | None = Field(default=None, primary_key=True)
-    leaderboard_id: int | None = Field(default=None, foreign_key="leaderboard.id", ondelete="CASCADE")
+    leaderboard_id: int | None = Field(
+        default=None, foreign_key="leaderboard.id", ondelete="CASCADE"
+    )
     mode: str = Field(max_length=16)  # a mode, or "*" for all
     max_per_hour: int
 

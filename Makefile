@@ -1,0 +1,48 @@
+# The two commands a fresh machine needs (README.md):
+#   make demo   set up, then submit a kernel on the embedded default and show the ranking
+#   make test   set up, then ruff, mypy and the whole test suite
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+KC := $(VENV)/bin/kernelcup
+
+.PHONY: setup demo serve test lint typecheck pytest bench clean
+
+setup: $(VENV)/.installed
+
+# torch is pinned to the CPU build first: any other spelling pulls several GB of CUDA packages.
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+demo: setup
+	$(KC) list
+	$(KC) submit test leaderboards/vectoradd/solutions/pytorch.py
+	$(KC) submit ranked leaderboards/vectoradd/solutions/pytorch.py
+	-$(KC) submit test leaderboards/vectoradd/solutions/wrong_offbyone.py
+	$(KC) show vectoradd
+
+serve: setup
+	$(KC) serve
+
+lint: setup
+	$(PY) -m ruff check .
+
+typecheck: setup
+	$(PY) -m mypy .
+
+pytest: setup
+	$(PY) -m pytest -q
+
+test: lint typecheck pytest
+
+bench: setup
+	$(PY) -m bench.store --db sqlite
+	$(PY) -m bench.store --db postgres
+	$(PY) -m bench.pipeline
+
+clean:
+	rm -rf $(VENV) var .mypy_cache .ruff_cache .pytest_cache

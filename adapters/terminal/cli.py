@@ -1,0 +1,127 @@
+"""The scriptable ``kernelcup`` command. Every core command becomes a subcommand built from the
+registry (so a command added to the core appears here too); ``serve`` and ``db`` are the
+terminal's own. Exit status: 0 only when the request succeeded and, for a submission, when
+every job passed."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from adapters.terminal.follow import follow_submission
+from adapters.terminal.render import TerminalRenderer
+from adapters.terminal.session import open_app, read_local_files, terminal_actor
+from core.app import Kernelcup
+from core.commands.registry import Command, Kind, commands
+from core.errors import StoreUnavailable, UserError
+from core.messages import Attachment, Reply, Request
+
+FILES_DIR = Path("var/files")
+LOG_FILE = Path("var/kernelcup.log")
+EXIT_OK, EXIT_FAILED, EXIT_UNAVAILABLE = 0, 1, 3
+
+app = typer.Typer(help="kernelcup: GPU-kernel leaderboards.", no_args_is_help=True, add_completion=False)
+db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+
+@app.command()
+def serve(
+    console: bool = typer.Option(None, "--console/--no-console", help="run the terminal chat (default: when no chat adapter is configured)"),
+) -> None:
+    """Run the bot: workers, scheduler and every adapter whose settings are present."""
+    from adapters.terminal.serve import serve as run_serve
+
+    raise typer.Exit(run_serve(console))
+
+
+@db_app.command("upgrade")
+def db_upgrade() -> None:
+    """Bring the database schema up to date (the bot also does this on start)."""
+    out = Console(stderr=True)
+    try:
+        open_app(log_file=LOG_FILE)
+    except StoreUnavailable as exc:
+        out.print(f"[red]{exc}[/red]")
+        raise typer.Exit(EXIT_UNAVAILABLE) from exc
+    out.print("[green]The database schema is up to date.[/green]")
+
+
+def _typer_command(cmd: Command) -> Callable[..., None]:
+    """A Typer command whose signature is built from the core command's parameters."""
+    params = []
+    for p in cmd.params:
+        flag = f"--{p.name.replace('_', '-')}"
+        annotation: Any = int if p.kind is Kind.INT else bool if p.kind is Kind.FLAG else str
+        if p.many:
+            annotation = list[str] | None
+        elif not p.required and p.kind is not Kind.FLAG:
+            annotation = annotation | None
+        if p.positional:
+            default = typer.Argument(... if p.required else None, help=p.help, show_default=False)
+        elif p.kind is Kind.FLAG:
+            default = typer.Option(False, flag, help=p.help)
+        else:
+            default = typer.Option(None, flag, help=p.help, show_default=False)
+        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD if p.positional else inspect.Parameter.KEYWORD_ONLY
+        params.append(inspect.Parameter(p.name, kind, annotation=annotation, default=default))
+
+    def callback(**values: Any) -> None:
+        raise typer.Exit(run(cmd, values))
+
+    callback.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    callback.__doc__ = cmd.help
+    return callback
+
+
+def run(cmd: Command, values: dict[str, Any]) -> int:
+    out = Console()
+    err = Console(stderr=True)
+    args = {k: (list(v) if isinstance(v, tuple) else v) for k, v in values.items()}
+    try:
+        attachments = read_local_files(cmd, args)
+    except UserError as exc:
+        err.print(f"[red]{exc.message}[/red] {exc.hint}")
+        return EXIT_FAILED
+    try:
+        kernelcup = open_app(log_file=LOG_FILE)
+    except StoreUnavailable as exc:
+        err.print(f"[red]{exc}[/red]")
+        return EXIT_UNAVAILABLE
+    request = Request(actor=terminal_actor(), command=cmd.name, args=args, attachments=attachments)
+    return asyncio.run(_handle(kernelcup, request, TerminalRenderer(out, FILES_DIR)))
+
+
+async def _handle(kernelcup: Kernelcup, request: Request, renderer: TerminalRenderer) -> int:
+    await asyncio.to_thread(kernelcup.sync_if_empty)
+    if request.command != "submit":
+        reply = await kernelcup.handle(request)
+        renderer.reply(reply)
+        return EXIT_OK if reply.ok else EXIT_FAILED
+    await kernelcup.pipeline.start()
+    try:
+        reply = await kernelcup.handle(request)
+        renderer.reply(reply)
+        if reply.submission_id is None:
+            return EXIT_FAILED
+        final: Reply = await follow_submission(kernelcup, reply.submission_id, renderer.console)
+        renderer.reply(final)
+        return EXIT_OK if final.ok else EXIT_FAILED
+    finally:
+        await kernelcup.pipeline.stop()
+
+
+admin_app = typer.Typer(help="Admin commands.", no_args_is_help=True)
+app.add_typer(admin_app, name="admin")
+for _cmd in commands():
+    (admin_app if _cmd.group == "admin" else app).command(_cmd.name, help=_cmd.help)(_typer_command(_cmd))
+
+
+def main() -> None:
+    app(prog_name="kernelcup")

@@ -1,0 +1,35 @@
+"""Following a submission live in a terminal: a Rich progress bar per job, then the report."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from core.app import Kernelcup
+from core.events import JobEvent
+from core.messages import Reply
+
+
+def describe(event: JobEvent) -> str:
+    if event.finished:
+        return f"[{event.gpu}] {event.status or event.phase}"
+    if event.phase == "queued" and event.queue_position is not None:
+        return f"[{event.gpu}] queued, position {event.queue_position}"
+    return f"[{event.gpu}] {event.phase}"
+
+
+async def follow_submission(app: Kernelcup, submission_id: int, console: Console) -> Reply:
+    """Show progress until every job of the submission has finished; return the final report."""
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        tasks: dict[int, int] = {}
+        async for event in app.follow(submission_id):
+            if event.job_id not in tasks:
+                tasks[event.job_id] = progress.add_task(describe(event), total=None)
+            task = tasks[event.job_id]
+            total = event.total or None
+            progress.update(task, description=describe(event), total=total, completed=event.done)
+            if event.finished:
+                progress.update(task, total=1, completed=1)
+    return await app.submission_report(submission_id)

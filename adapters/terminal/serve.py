@@ -1,0 +1,57 @@
+"""``kernelcup serve``: the workers and every adapter whose settings are present; the console
+chat when no chat adapter is configured."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import structlog
+from rich.console import Console
+
+from adapters.terminal.session import open_app
+from core.app import Kernelcup
+from core.errors import StoreUnavailable
+from core.plugins import Adapter, load_adapters
+
+log = structlog.get_logger("kernelcup.serve")
+
+
+def serve(console: bool | None) -> int:
+    try:
+        app = open_app()
+    except StoreUnavailable as exc:
+        Console(stderr=True).print(f"[red]{exc}[/red]")
+        return 3
+    return asyncio.run(_serve(app, console))
+
+
+async def _serve(app: Kernelcup, console: bool | None) -> int:
+    env = dict(os.environ)
+    factories = load_adapters()
+    chosen: list[Adapter] = [
+        factory(app.settings, env)
+        for name, factory in factories.items()
+        if name != "console" and factory.configured(env)
+    ]
+    if console or (console is None and not chosen):
+        chosen.append(factories["console"](app.settings, env))
+    await app.start()
+    log.info("serving", adapters=[a.name for a in chosen], gpus=sorted(app.served_gpus()))
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    runs = {adapter.name: asyncio.create_task(adapter.run(app)) for adapter in chosen}
+    stopper = asyncio.create_task(stop.wait())
+    # Chat adapters run until a signal; the console also ends the process at end of input.
+    ends = [stopper] + ([runs["console"]] if "console" in runs else [])
+    await asyncio.wait(ends, return_when=asyncio.FIRST_COMPLETED)
+    for adapter in chosen:
+        await adapter.stop()
+    for task in [*runs.values(), stopper]:
+        task.cancel()
+    await asyncio.gather(*runs.values(), stopper, return_exceptions=True)
+    await app.stop()
+    return 0

@@ -1,0 +1,120 @@
+"""The core as one object that every adapter talks to: ``await app.handle(request) -> Reply``."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from datetime import datetime
+
+import structlog
+from sqlalchemy.engine import Engine
+from sqlmodel import select
+
+from core.commands.registry import coerce_args, find_command
+from core.config import Settings
+from core.db import session_scope
+from core.errors import UserError
+from core.events import JobEvent
+from core.jobs import Pipeline
+from core.leaderboards import sync_folder
+from core.messages import Reply, Request
+from core.models import Leaderboard, utcnow
+from core.permissions import allows, role_of
+from core.report import submission_reply
+from core.runner import Runner
+
+log = structlog.get_logger("kernelcup.app")
+
+
+class Kernelcup:
+    def __init__(
+        self,
+        settings: Settings,
+        engine: Engine,
+        runners: Mapping[str, Runner],
+        *,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.settings = settings
+        self.engine = engine
+        self.runners = dict(runners)
+        self.clock = clock
+        self.pipeline = Pipeline(engine, settings, self.runners, clock=clock)
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def now(self) -> datetime:
+        return self.clock()
+
+    def served_gpus(self) -> set[str]:
+        """GPUs that some configured runner can take now (the registry says which runner)."""
+        served: set[str] = set()
+        for name, runner in self.runners.items():
+            served.update(
+                gpu for gpu in runner.gpus() if gpu in self.settings.gpus
+                and self.settings.gpus[gpu].runner == name
+            )
+        return served
+
+    async def start(self) -> None:
+        """Ready to serve: the shipped leaderboards on a fresh install, then the workers."""
+        await asyncio.to_thread(self.sync_if_empty)
+        await self.pipeline.start()
+
+    async def stop(self) -> None:
+        await self.pipeline.stop()
+
+    def sync_if_empty(self) -> None:
+        with session_scope(self.engine) as session:
+            if session.exec(select(Leaderboard.id)).first() is not None:
+                return
+            report = sync_folder(
+                session,
+                self.settings.leaderboards_dir,
+                served_gpus=sorted(self.served_gpus()),
+                now=self.now(),
+                default_days=self.settings.default_deadline_days,
+            )
+        log.info("leaderboards synced", created=report.created, errors=report.errors)
+
+    async def handle(self, request: Request) -> Reply:
+        """Run one command. User errors become replies; anything else is logged, never shown."""
+        self._loop = asyncio.get_running_loop()
+        try:
+            cmd = find_command(request.command)
+            request.role = role_of(request.actor, self.settings)
+            if not allows(request.role, cmd.role):
+                return Reply.error(
+                    f"Only {cmd.role.value}s may use {cmd.name}.", "Ask an admin for the role."
+                )
+            request.args = coerce_args(cmd, request.args)
+            reply = await asyncio.to_thread(cmd.handler, self, request)
+        except UserError as exc:
+            return Reply.error(exc.message, exc.hint)
+        except Exception:
+            incident = uuid.uuid4().hex[:8]
+            log.exception("command failed", command=request.command, incident=incident,
+                          actor=request.actor.identity)
+            return Reply.error(
+                f"Something went wrong on our side (incident {incident}).",
+                "Nothing you sent was lost; an admin can look the incident up in the log.",
+            )
+        if reply.submission_id is not None:
+            self.pipeline.wake()
+        return reply
+
+    def cancel_jobs(self, job_ids: list[int]) -> None:
+        """Called from a command's thread: cancellation itself runs on the event loop."""
+        assert self._loop is not None, "cancel_jobs outside handle()"
+        for job_id in job_ids:
+            asyncio.run_coroutine_threadsafe(self.pipeline.cancel(job_id), self._loop)
+
+    async def submission_report(self, submission_id: int) -> Reply:
+        def build() -> Reply:
+            with session_scope(self.engine) as session:
+                return submission_reply(session, submission_id)
+
+        return await asyncio.to_thread(build)
+
+    def follow(self, submission_id: int) -> AsyncIterator[JobEvent]:
+        return self.pipeline.follow(submission_id)

@@ -1,0 +1,112 @@
+"""Admin commands: bans, rate limits, pausing submissions, syncing leaderboards from a folder."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqlmodel import select
+
+from core.commands.registry import Kind, Param, command
+from core.db import session_scope
+from core.errors import UserError
+from core.leaderboards import get_leaderboard, sync_folder
+from core.messages import Reply, Request, Table, Text
+from core.models import Leaderboard, Role
+from core.ratelimits import ANY_MODE, list_limits, set_limit
+from core.switches import set_submissions_paused
+from core.users import find_user
+from harness.spec import Mode
+
+if TYPE_CHECKING:
+    from core.app import Kernelcup
+
+USER = Param("user", Kind.USER, "identity such as discord:1234 or console:alice", required=True, positional=True)
+
+
+@command("ban", "stop a user from submitting", USER, role=Role.ADMIN, group="admin")
+def ban_command(app: Kernelcup, request: Request) -> Reply:
+    return _set_ban(app, request, True)
+
+
+@command("unban", "let a banned user submit again", USER, role=Role.ADMIN, group="admin")
+def unban_command(app: Kernelcup, request: Request) -> Reply:
+    return _set_ban(app, request, False)
+
+
+def _set_ban(app: Kernelcup, request: Request, banned: bool) -> Reply:
+    with session_scope(app.engine) as session:
+        user = find_user(session, request.args["user"])
+        user.banned = banned
+        session.add(user)
+    word = "banned" if banned else "unbanned"
+    return Reply([Text(f"{user.display_name} ({user.identity}) is {word}.", style="success")])
+
+
+@command(
+    "rate-limit",
+    "limit submissions per user and hour (no number: show the limits; 0: remove)",
+    Param("leaderboard", Kind.LEADERBOARD, "a leaderboard, or * for all", positional=True),
+    Param("mode", Kind.CHOICE, "a mode, or * for all", positional=True,
+          choices=(*[m.value for m in Mode], ANY_MODE)),
+    Param("per_hour", Kind.INT, "submissions per hour", positional=True),
+    role=Role.ADMIN,
+    group="admin",
+)
+def rate_limit_command(app: Kernelcup, request: Request) -> Reply:
+    args = request.args
+    with session_scope(app.engine) as session:
+        if args["per_hour"] is not None:
+            if not args["leaderboard"] or not args["mode"]:
+                raise UserError("Give a leaderboard (or *), a mode (or *) and a number per hour.")
+            board_id = None if args["leaderboard"] == "*" else get_leaderboard(session, args["leaderboard"]).id
+            if args["per_hour"] < 0:
+                raise UserError("The number per hour cannot be negative.")
+            set_limit(session, board_id, args["mode"], args["per_hour"] or None)
+        limits = list_limits(session)
+        names = {b.id: b.name for b in session.exec(select(Leaderboard)).all()}
+        rows = tuple(
+            (names.get(limit.leaderboard_id, "*") if limit.leaderboard_id else "*", limit.mode, str(limit.max_per_hour))
+            for limit in limits
+        )
+    if not rows:
+        return Reply([Text("No rate limits are set.", style="hint")])
+    return Reply([Table(("leaderboard", "mode", "per hour"), rows, title="Rate limits")])
+
+
+@command("pause", "stop accepting submissions (queued jobs still run)", role=Role.ADMIN, group="admin")
+def pause_command(app: Kernelcup, request: Request) -> Reply:
+    with session_scope(app.engine) as session:
+        set_submissions_paused(session, True)
+    return Reply([Text("Submissions are paused; queued jobs still run.", style="warning")])
+
+
+@command("resume", "accept submissions again", role=Role.ADMIN, group="admin")
+def resume_command(app: Kernelcup, request: Request) -> Reply:
+    with session_scope(app.engine) as session:
+        set_submissions_paused(session, False)
+    return Reply([Text("Submissions are accepted again.", style="success")])
+
+
+@command(
+    "sync",
+    "create or refresh every leaderboard from the leaderboards folder",
+    role=Role.ADMIN,
+    group="admin",
+)
+def sync_command(app: Kernelcup, request: Request) -> Reply:
+    with session_scope(app.engine) as session:
+        report = sync_folder(
+            session,
+            app.settings.leaderboards_dir,
+            served_gpus=sorted(app.served_gpus()),
+            now=app.now(),
+            default_days=app.settings.default_deadline_days,
+        )
+    rows = tuple(
+        [(name, "created") for name in report.created]
+        + [(name, "updated") for name in report.updated]
+        + [(name, "unchanged") for name in report.unchanged]
+        + [(name, f"error: {why}") for name, why in report.errors.items()]
+    )
+    return Reply([Table(("leaderboard", "sync"), rows, title=f"Synced {app.settings.leaderboards_dir}")],
+                 ok=not report.errors)

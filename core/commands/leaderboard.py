@@ -1,0 +1,325 @@
+"""Commands anyone may use to look around: help, list, show, task, template, mine, get-submission,
+and the creator's create and delete."""
+
+from __future__ import annotations
+
+import io
+import tempfile
+import zipfile
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+from sqlmodel import Session, col, select
+
+from core.commands.registry import Kind, Param, command, commands, usage
+from core.db import as_utc, session_scope
+from core.errors import Forbidden, NotFound, UserError
+from core.leaderboards import (
+    create_leaderboard,
+    delete_leaderboard,
+    get_leaderboard,
+    leaderboard_gpus,
+    task_files,
+    task_of,
+    templates_of,
+)
+from core.messages import Block, File, Reply, Request, Table, Text
+from core.models import Code, Job, Leaderboard, Role, Run, Submission
+from core.permissions import allows, require
+from core.ranking import entry_counts, standings
+from core.report import format_seconds, submission_reply
+from core.tasks import read_task_folder
+from core.users import user_for
+from core.when import parse_when, relative, show_utc
+
+if TYPE_CHECKING:
+    from core.app import Kernelcup
+
+LEADERBOARD = Param("leaderboard", Kind.LEADERBOARD, "leaderboard name", required=True, positional=True)
+MAX_BUNDLE_BYTES = 8 * 1024 * 1024
+
+
+@command("help", "list the commands, or explain one", Param("topic", Kind.TEXT, "a command", positional=True))
+def help_command(app: Kernelcup, request: Request) -> Reply:
+    topic = request.args.get("topic")
+    visible = [c for c in commands() if allows(request.role, c.role)]
+    if topic:
+        cmd = next((c for c in visible if c.name == topic), None)
+        if cmd is None:
+            raise NotFound(f"There is no command {topic!r}.", "Type `help` for the list.")
+        lines = [cmd.help, usage(cmd)] + [f"  {p.name}: {p.help}" for p in cmd.params]
+        return Reply([Text("\n".join(lines))])
+    rows = tuple((c.name, c.group, c.help) for c in visible)
+    return Reply([Table(("command", "group", "what it does"), rows, title="kernelcup commands")])
+
+
+@command("list", "leaderboards with their deadlines, GPUs and number of entries")
+def list_command(app: Kernelcup, request: Request) -> Reply:
+    now = app.now()
+    with session_scope(app.engine) as session:
+        boards = session.exec(select(Leaderboard).order_by(col(Leaderboard.name))).all()
+        boards = [b for b in boards if b.visibility == "public" or allows(request.role, Role.ADMIN)]
+        if not boards:
+            return Reply([Text("There are no leaderboards yet.", style="hint")])
+        counts = entry_counts(session, [b.id for b in boards if b.id is not None])
+        rows = []
+        for board in boards:
+            assert board.id is not None
+            deadline = as_utc(board.deadline)
+            state = f"closes {relative(deadline, now)}" if deadline > now else f"closed {relative(deadline, now)}"
+            rows.append(
+                (
+                    board.name,
+                    f"{show_utc(deadline)} ({state})",
+                    ", ".join(leaderboard_gpus(session, board.id)),
+                    str(counts.get(board.id, 0)),
+                )
+            )
+    return Reply([Table(("leaderboard", "deadline", "GPUs", "entries"), tuple(rows), title="Leaderboards")])
+
+
+@command(
+    "show",
+    "the ranking of a leaderboard, per GPU",
+    LEADERBOARD,
+    Param("gpu", Kind.GPU, "only this GPU"),
+    Param("limit", Kind.INT, "how many entries", default=20),
+    Param("offset", Kind.INT, "skip this many entries", default=0),
+)
+def show_command(app: Kernelcup, request: Request) -> Reply:
+    now = app.now()
+    with session_scope(app.engine) as session:
+        board = _visible_board(session, request)
+        assert board.id is not None
+        gpus = leaderboard_gpus(session, board.id)
+        wanted = request.args["gpu"]
+        if wanted:
+            match = [g for g in gpus if g.lower() == str(wanted).lower()]
+            if not match:
+                raise UserError(f"{board.name} does not run on {wanted}.", f"It runs on {', '.join(gpus)}.")
+            gpus = match
+        deadline = as_utc(board.deadline)
+        blocks: list[Block] = [
+            Text(f"{board.name} · deadline {show_utc(deadline)} ({relative(deadline, now)})", style="title")
+        ]
+        limit = max(1, min(int(request.args["limit"]), 200))
+        for gpu in gpus:
+            entries = standings(session, board.id, gpu, limit=limit, offset=max(0, request.args["offset"]))
+            if not entries:
+                blocks.append(Text(f"{gpu}: no ranked entries yet.", style="hint"))
+                continue
+            rows = tuple(
+                (str(e.rank), e.user_name, format_seconds(e.score), f"#{e.submission_id}",
+                 f"{as_utc(e.submitted_at):%Y-%m-%d %H:%M}")
+                for e in entries
+            )
+            blocks.append(Table(("rank", "user", "score", "submission", "submitted (UTC)"), rows, title=gpu))
+    return Reply(blocks)
+
+
+@command("task", "a leaderboard's description and task files", LEADERBOARD)
+def task_command(app: Kernelcup, request: Request) -> Reply:
+    with session_scope(app.engine) as session:
+        board = _visible_board(session, request)
+        assert board.id is not None
+        files = task_files(session, board.id)
+        task = task_of(board)
+    blocks: list[Block] = [Text(board.name, style="title"), Text(board.description or "(no description)")]
+    cases = "\n".join(str(case) for case in task.get("tests", []))
+    blocks.append(Text(f"Tests:\n{cases}\nRanking: {board.ranking_by} of the benchmark medians."))
+    blocks.extend(File(name, content.encode(), f"{board.name} task file") for name, content in sorted(files.items()))
+    return Reply(blocks)
+
+
+@command(
+    "template",
+    "a starting point for a submission",
+    LEADERBOARD,
+    Param("lang", Kind.TEXT, "template language, e.g. Python, Triton, CUDA"),
+)
+def template_command(app: Kernelcup, request: Request) -> Reply:
+    with session_scope(app.engine) as session:
+        board = _visible_board(session, request)
+    templates = templates_of(board)
+    if not templates:
+        raise NotFound(f"{board.name} ships no template.", f"See `task {board.name}` for the task files.")
+    lang = request.args["lang"]
+    if lang:
+        chosen = {k: v for k, v in templates.items() if k.lower() == str(lang).lower()}
+        if not chosen:
+            raise NotFound(f"{board.name} has no {lang} template.", f"Templates: {', '.join(templates)}.")
+        templates = chosen
+    ext = ".cu" if board.lang == "cu" else ".py"
+    return Reply(
+        [File(f"{board.name}_{lang.lower()}{ext}", source.encode(), f"{lang} template for {board.name}")
+         for lang, source in templates.items()]
+    )
+
+
+@command(
+    "mine",
+    "your own submissions",
+    Param("leaderboard", Kind.LEADERBOARD, "only this leaderboard", positional=True),
+    Param("limit", Kind.INT, "how many", default=20),
+)
+def mine_command(app: Kernelcup, request: Request) -> Reply:
+    with session_scope(app.engine) as session:
+        user = user_for(session, request.actor)
+        query = select(Submission, Leaderboard.name).join(Leaderboard).where(Submission.user_id == user.id)
+        if request.args["leaderboard"]:
+            board = get_leaderboard(session, request.args["leaderboard"])
+            query = query.where(Submission.leaderboard_id == board.id)
+        found = session.exec(query.order_by(col(Submission.id).desc()).limit(max(1, request.args["limit"]))).all()
+        if not found:
+            return Reply([Text("You have no submissions yet.", style="hint")], ephemeral=True)
+        rows = []
+        for submission, board_name in found:
+            jobs = session.exec(select(Job).where(Job.submission_id == submission.id)).all()
+            runs = {r.job_id: r for r in session.exec(select(Run).where(Run.submission_id == submission.id))}
+            outcome = "; ".join(
+                f"{j.gpu}: " + (
+                    ("passed " + format_seconds(runs[j.id].score)) if j.id in runs and runs[j.id].passed
+                    else ("failed" if j.id in runs else j.status)
+                )
+                for j in jobs
+            )
+            rows.append((f"#{submission.id}", board_name, submission.mode, submission.file_name,
+                         f"{as_utc(submission.created_at):%Y-%m-%d %H:%M}", outcome))
+    return Reply([Table(("id", "leaderboard", "mode", "file", "submitted (UTC)", "outcome"), tuple(rows),
+                        title="Your submissions")], ephemeral=True)
+
+
+@command("get-submission", "a submission's results and code", Param("id", Kind.INT, "submission id", required=True, positional=True))
+def get_submission_command(app: Kernelcup, request: Request) -> Reply:
+    with session_scope(app.engine) as session:
+        submission_id = int(request.args["id"])
+        submission = session.get(Submission, submission_id)
+        user = user_for(session, request.actor)
+        if submission is None:
+            raise NotFound(f"There is no submission #{submission_id}.", "`mine` lists yours.")
+        board = session.get(Leaderboard, submission.leaderboard_id)
+        assert board is not None
+        own = submission.user_id == user.id
+        if not own and not allows(request.role, Role.ADMIN) and board.visibility != "public":
+            raise NotFound(f"There is no submission #{submission_id}.", "`mine` lists yours.")
+        reply = submission_reply(session, submission_id)
+        # Code stays private to its author and admins until the deadline has passed.
+        if own or allows(request.role, Role.ADMIN) or as_utc(board.deadline) <= app.now():
+            code = session.get(Code, submission.code_sha256)
+            assert code is not None
+            reply.blocks.append(File(submission.file_name, code.content.encode(), f"code of #{submission_id}"))
+        else:
+            reply.blocks.append(Text("The code is private to its author until the deadline.", style="hint"))
+    reply.ok = True
+    return reply
+
+
+@command(
+    "create",
+    "a new leaderboard from a task folder (zip or files with task.yml)",
+    Param("folder", Kind.FOLDER, "task.yml, task.py, reference.py, ... (a zip, files, or a path on the console)", required=True, positional=True),
+    Param("name", Kind.TEXT, "leaderboard name (default: the folder's)"),
+    Param("deadline", Kind.WHEN, "e.g. 2026-12-31T23:59Z or +30d", default="+30d"),
+    Param("gpu", Kind.GPU, "GPUs it accepts", many=True),
+    Param("hidden", Kind.FLAG, "only its creator and admins see it"),
+    role=Role.CREATOR,
+)
+def create_command(app: Kernelcup, request: Request) -> Reply:
+    now = app.now()
+    deadline = parse_when(str(request.args["deadline"]), now)
+    if deadline <= now:
+        raise UserError(f"The deadline {show_utc(deadline)} has already passed.", "Give a future time.")
+    gpus = request.args["gpu"] or sorted(app.served_gpus())
+    unknown = [g for g in gpus if g not in app.settings.gpus]
+    if unknown:
+        raise UserError(f"Unknown GPU {', '.join(unknown)}.", f"Known GPUs: {', '.join(app.settings.gpus)}.")
+    with tempfile.TemporaryDirectory(prefix="kernelcup-create-") as tmp:
+        folder = _unpack_folder(request, Path(tmp))
+        task = read_task_folder(folder, name=request.args["name"] or None)
+        with session_scope(app.engine) as session:
+            user = user_for(session, request.actor)
+            board = create_leaderboard(session, task, deadline=deadline, gpus=gpus, creator_id=user.id)
+            if request.args["hidden"]:
+                board.visibility = "hidden"
+    return Reply([Text(f"Created leaderboard {task.name}: {len(task.task.get('tests', []))} tests, "
+                       f"{len(task.task.get('benchmarks', []))} benchmarks, GPUs {', '.join(gpus)}, "
+                       f"closes {show_utc(deadline)}.", style="success")])
+
+
+@command(
+    "delete",
+    "delete a leaderboard and everything submitted to it",
+    LEADERBOARD,
+    Param("yes", Kind.FLAG, "confirm"),
+    role=Role.CREATOR,
+)
+def delete_command(app: Kernelcup, request: Request) -> Reply:
+    with session_scope(app.engine) as session:
+        board = get_leaderboard(session, request.args["leaderboard"])
+        user = user_for(session, request.actor)
+        if board.creator_id != user.id and not allows(request.role, Role.ADMIN):
+            raise Forbidden(f"Only {board.name}'s creator or an admin may delete it.")
+        count = len(session.exec(select(Submission.id).where(Submission.leaderboard_id == board.id)).all())
+        if not request.args["yes"]:
+            return Reply(
+                [Text(f"This deletes {board.name} with its {count} submissions. It cannot be undone.", style="warning"),
+                 Text(f"Confirm with `delete {board.name} --yes`.", style="hint")],
+                ok=False, ephemeral=True,
+            )
+        delete_leaderboard(session, board)
+    return Reply([Text(f"Deleted leaderboard {board.name} and its {count} submissions.", style="success")])
+
+
+def _visible_board(session: Session, request: Request) -> Leaderboard:
+    board = get_leaderboard(session, request.args["leaderboard"])
+    if board.visibility != "public" and not allows(request.role, Role.ADMIN):
+        user = user_for(session, request.actor)
+        if board.creator_id != user.id:
+            raise NotFound(f"There is no leaderboard {board.name!r}.")
+    return board
+
+
+def _unpack_folder(request: Request, into: Path) -> Path:
+    """The task folder from a path (console only), a zip, or loose files; unpacked safely."""
+    path = request.args.get("folder")
+    if isinstance(path, str) and request.actor.identity.startswith("console:") and Path(path).is_dir():
+        return Path(path)
+    if not request.attachments:
+        raise UserError("Attach the leaderboard's files: a zip, or task.yml, task.py, reference.py, ...")
+    if sum(len(a.content) for a in request.attachments) > MAX_BUNDLE_BYTES:
+        raise UserError(f"The files are larger than {MAX_BUNDLE_BYTES // 2**20} MiB together.")
+    for attachment in request.attachments:
+        if attachment.name.endswith(".zip"):
+            try:
+                with zipfile.ZipFile(io.BytesIO(attachment.content)) as bundle:
+                    _extract(bundle, into)
+            except zipfile.BadZipFile as exc:
+                raise UserError(f"{attachment.name} is not a readable zip file.") from exc
+        else:
+            (into / _safe_name(attachment.name)).write_bytes(attachment.content)
+    found = sorted(into.rglob("task.yml"), key=lambda p: len(p.parts))
+    if not found:
+        raise UserError("There is no task.yml among the files.", "A leaderboard folder needs task.yml.")
+    return found[0].parent
+
+
+def _extract(bundle: zipfile.ZipFile, into: Path) -> None:
+    total = 0
+    for info in bundle.infolist():
+        total += info.file_size
+        if total > MAX_BUNDLE_BYTES:
+            raise UserError(f"The zip unpacks to more than {MAX_BUNDLE_BYTES // 2**20} MiB.")
+        parts = PurePosixPath(info.filename).parts
+        if info.is_dir() or not parts or ".." in parts or parts[0].startswith("/"):
+            continue
+        target = into.joinpath(*parts)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(bundle.read(info))
+
+
+def _safe_name(name: str) -> str:
+    base = PurePosixPath(name.replace("\\", "/")).name
+    if not base or base in (".", ".."):
+        raise UserError(f"{name!r} is not a usable file name.")
+    return base
+

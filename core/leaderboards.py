@@ -1,0 +1,169 @@
+"""Leaderboards: finding one by name, creating one from a task folder, syncing a folder of them."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import secrets
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlmodel import Session, col, delete, select
+
+from core.errors import NotFound, UserError
+from core.models import Leaderboard, LeaderboardFile, LeaderboardGpu
+from core.tasks import TaskFolder, read_task_folder
+
+TEMPLATES_KEY = "x-kernelcup-templates"  # kept beside the parsed task; never sent to the harness
+
+
+def get_leaderboard(session: Session, name: str, *, include_hidden: bool = True) -> Leaderboard:
+    board = session.exec(select(Leaderboard).where(Leaderboard.name == name)).first()
+    if board is not None and (include_hidden or board.visibility == "public"):
+        return board
+    names = list(session.exec(select(Leaderboard.name)).all())
+    closest = difflib.get_close_matches(name, names, n=1)
+    hint = f"Did you mean {closest[0]}? " if closest else ""
+    hint += f"Leaderboards: {', '.join(sorted(names))}." if names else "There are no leaderboards yet."
+    raise NotFound(f"There is no leaderboard {name!r}.", hint)
+
+
+def leaderboard_gpus(session: Session, board_id: int) -> list[str]:
+    rows = session.exec(select(LeaderboardGpu.gpu).where(LeaderboardGpu.leaderboard_id == board_id))
+    return sorted(rows.all())
+
+
+def task_of(board: Leaderboard) -> dict[str, Any]:
+    task: dict[str, Any] = json.loads(board.task_json)
+    return task
+
+
+def templates_of(board: Leaderboard) -> dict[str, str]:
+    return dict(task_of(board).get(TEMPLATES_KEY, {}))
+
+
+def task_files(session: Session, board_id: int) -> dict[str, str]:
+    rows = session.exec(select(LeaderboardFile).where(LeaderboardFile.leaderboard_id == board_id))
+    return {row.name: row.content for row in rows.all()}
+
+
+def new_secret_seed() -> int:
+    # 62 bits: fits a signed 64-bit column on every database.
+    return secrets.randbits(62)
+
+
+def create_leaderboard(
+    session: Session,
+    folder: TaskFolder,
+    *,
+    deadline: datetime,
+    gpus: list[str],
+    creator_id: int | None = None,
+    source_dir: str | None = None,
+) -> Leaderboard:
+    if deadline.tzinfo is None:
+        raise UserError("A deadline needs a time zone.", "Write it like 2026-12-31T23:59Z.")
+    if not gpus:
+        raise UserError(f"Leaderboard {folder.name} would accept no GPU.", "Name at least one GPU.")
+    if session.exec(select(Leaderboard.id).where(Leaderboard.name == folder.name)).first() is not None:
+        raise UserError(f"A leaderboard named {folder.name!r} already exists.", "Pick another name.")
+    board = Leaderboard(
+        name=folder.name,
+        description=folder.description,
+        lang=folder.lang,
+        deadline=deadline,
+        ranking_by=str(folder.task.get("ranking_by", "geom")),
+        task_json=_task_json(folder),
+        secret_seed=new_secret_seed(),
+        source_dir=source_dir,
+        creator_id=creator_id,
+    )
+    session.add(board)
+    session.flush()
+    assert board.id is not None
+    _replace_files(session, board.id, folder.files)
+    for gpu in sorted(set(gpus)):
+        session.add(LeaderboardGpu(leaderboard_id=board.id, gpu=gpu))
+    return board
+
+
+def update_from_folder(session: Session, board: Leaderboard, folder: TaskFolder) -> bool:
+    """Refresh a leaderboard's task from its folder; True when anything changed."""
+    assert board.id is not None
+    task_json = _task_json(folder)
+    if task_json == board.task_json and task_files(session, board.id) == folder.files:
+        return False
+    board.task_json = task_json
+    board.description = folder.description
+    board.lang = folder.lang
+    board.ranking_by = str(folder.task.get("ranking_by", "geom"))
+    session.add(board)
+    _replace_files(session, board.id, folder.files)
+    return True
+
+
+def delete_leaderboard(session: Session, board: Leaderboard) -> None:
+    session.delete(board)  # files, GPUs, submissions, jobs and runs go with it (ON DELETE CASCADE)
+
+
+@dataclass
+class SyncReport:
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+def sync_folder(
+    session: Session, root: Path, *, served_gpus: list[str], now: datetime, default_days: int
+) -> SyncReport:
+    """Every folder under ``root`` with a task.yml becomes (or refreshes) a leaderboard of its name.
+
+    New leaderboards open on the GPUs a runner serves now that task.yml allows (or all of them
+    when task.yml names none, e.g. the local GPU or ``cpu``).
+    """
+    report = SyncReport()
+    if not root.is_dir():
+        report.errors[str(root)] = "not a folder"
+        return report
+    for folder in sorted(p for p in root.iterdir() if (p / "task.yml").is_file()):
+        try:
+            task = read_task_folder(folder)
+        except (UserError, OSError, UnicodeDecodeError) as exc:
+            report.errors[folder.name] = getattr(exc, "message", str(exc))
+            continue
+        existing = session.exec(select(Leaderboard).where(Leaderboard.name == task.name)).first()
+        if existing is None:
+            wanted = [str(g) for g in task.task.get("gpus") or []]
+            gpus = [g for g in served_gpus if not wanted or g in wanted or g == "cpu"]
+            deadline = _task_deadline(task) or now + timedelta(days=default_days)
+            create_leaderboard(session, task, deadline=deadline, gpus=gpus or served_gpus,
+                               source_dir=str(folder))
+            report.created.append(task.name)
+        elif update_from_folder(session, existing, task):
+            report.updated.append(task.name)
+        else:
+            report.unchanged.append(task.name)
+    return report
+
+
+def _task_deadline(folder: TaskFolder) -> datetime | None:
+    raw = folder.task.get("deadline")
+    if isinstance(raw, datetime):
+        return raw if raw.tzinfo else None
+    if isinstance(raw, str):
+        parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+        return parsed if parsed.tzinfo else None
+    return None
+
+
+def _task_json(folder: TaskFolder) -> str:
+    return json.dumps({**folder.task, TEMPLATES_KEY: folder.templates}, sort_keys=True, default=str)
+
+
+def _replace_files(session: Session, board_id: int, files: dict[str, str]) -> None:
+    session.exec(delete(LeaderboardFile).where(col(LeaderboardFile.leaderboard_id) == board_id))
+    for name, content in sorted(files.items()):
+        session.add(LeaderboardFile(leaderboard_id=board_id, name=name, content=content))

@@ -1,0 +1,198 @@
+"""The local runner: ``python -m harness`` in a subprocess on this machine.
+
+The harness gets the spec on stdin and nothing else of ours: a fresh working directory, an
+environment with no tokens or database URL, and its own process group, so a cancel or a
+timeout kills the harness and every process the submission started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections import deque
+from collections.abc import Mapping, Sequence
+from contextlib import suppress
+from pathlib import Path
+
+import structlog
+
+from core.config import Settings
+from core.runner import ProgressCallback, RunContext, RunnerError
+from harness.spec import JobSpec, Progress, Result, SpecError, parse_line
+
+log = structlog.get_logger(__name__)
+
+PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "LD_LIBRARY_PATH")
+PASSED_ENV_PREFIXES = ("CUDA_", "NVIDIA_")
+ROOT = Path(__file__).resolve().parent.parent  # where `harness` is importable from
+STDERR_KEEP_BYTES = 64 * 1024
+STDERR_TAIL_LINES = 20
+MAX_LINE_BYTES = 64 * 1024 * 1024  # the result line carries logs and profile reports
+EXIT_GRACE_S = 5.0
+
+
+def harness_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Only what the harness needs: never a token, a secret or the database URL."""
+    source = os.environ if environ is None else environ
+    env = {
+        key: value
+        for key, value in source.items()
+        if key in PASSED_ENV or key.startswith(PASSED_ENV_PREFIXES)
+    }
+    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONUNBUFFERED"] = "1"  # progress lines arrive as they happen
+    return env
+
+
+def detect_gpu(registry: Sequence[str], query: Sequence[str] | None = None) -> str | None:
+    """The registry name of this machine's GPU ("NVIDIA H100 80GB HBM3" -> "H100"), if any.
+
+    Asks nvidia-smi rather than torch: importing torch in the bot costs seconds and memory.
+    """
+    command = list(query or ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"])
+    try:
+        answer = subprocess.run(command, capture_output=True, text=True, timeout=15, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    names = sorted((name for name in registry if name != "cpu"), key=len, reverse=True)
+    for line in answer.stdout.splitlines():
+        for name in names:
+            if name.lower() in line.lower():
+                return name
+    if answer.stdout.strip():
+        log.warning("GPU not in the registry; serving cpu only", nvidia_smi=answer.stdout.strip())
+    return None
+
+
+class LocalRunner:
+    name = "local"
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        harness_command: Sequence[str] | None = None,  # tests run a fake harness script
+        gpu: str | None = None,  # skips detection
+    ) -> None:
+        self._command = list(harness_command or [sys.executable, "-m", "harness"])
+        registry = list(settings.gpus) if settings else []
+        self._gpu = gpu or detect_gpu(registry) or "cpu"
+        self._processes: dict[int, asyncio.subprocess.Process] = {}
+        self._cancelled: set[int] = set()
+
+    def gpus(self) -> list[str]:
+        return [self._gpu]
+
+    async def run(
+        self, spec: JobSpec, context: RunContext, on_progress: ProgressCallback
+    ) -> Result:
+        workdir = tempfile.mkdtemp(prefix=f"kernelcup-job{context.job_id}-")
+        stderr: deque[bytes] = deque()
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *self._command,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=workdir,
+                env=harness_env(),
+                start_new_session=True,  # its own process group: one kill ends the whole tree
+                limit=MAX_LINE_BYTES,
+            )
+        except OSError as exc:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise RunnerError(f"could not start the harness ({self._command[0]}): {exc}") from exc
+        self._processes[context.job_id] = process
+        stderr_reader = asyncio.create_task(_keep_tail(process, stderr))
+        try:
+            async with asyncio.timeout(context.limit_s):
+                result = await self._talk(process, spec, on_progress)
+                if result is None:
+                    await process.wait()
+                    await stderr_reader
+                else:  # the harness's work is done; it has a moment to exit on its own
+                    with suppress(TimeoutError):
+                        await asyncio.wait_for(process.wait(), EXIT_GRACE_S)
+        except TimeoutError:
+            raise RunnerError(
+                f"the harness ran past the runner limit of {context.limit_s:.0f} s and was killed",
+                timed_out=True,
+            ) from None
+        finally:
+            _kill_group(process)
+            stderr_reader.cancel()
+            self._processes.pop(context.job_id, None)
+            await asyncio.to_thread(shutil.rmtree, workdir, True)
+        if result is not None:
+            return result
+        if context.job_id in self._cancelled:
+            self._cancelled.discard(context.job_id)
+            raise RunnerError("the job was cancelled")
+        raise RunnerError(_no_result(process.returncode, stderr))
+
+    async def cancel(self, job_id: int) -> None:
+        process = self._processes.get(job_id)
+        if process is not None:
+            self._cancelled.add(job_id)
+            _kill_group(process)
+
+    async def _talk(
+        self, process: asyncio.subprocess.Process, spec: JobSpec, on_progress: ProgressCallback
+    ) -> Result | None:
+        """Send the spec; pass progress on until the result line, or None at end of output."""
+        assert process.stdin is not None and process.stdout is not None
+        try:
+            process.stdin.write(spec.to_json().encode())
+            await process.stdin.drain()
+            process.stdin.close()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # it died at once; its exit code and stderr tell why
+        while True:
+            try:
+                raw = await process.stdout.readline()
+            except ValueError as exc:  # a line longer than MAX_LINE_BYTES
+                raise RunnerError(f"the harness wrote an oversized line: {exc}") from exc
+            if not raw:
+                return None
+            try:
+                event = parse_line(raw.decode(errors="replace"), spec.result_key)
+            except SpecError as exc:
+                raise RunnerError(f"rejected the harness's result line: {exc}") from exc
+            if isinstance(event, Progress):
+                await on_progress(event)
+            elif isinstance(event, Result):
+                return event
+
+
+async def _keep_tail(process: asyncio.subprocess.Process, tail: deque[bytes]) -> None:
+    """Drain stderr (a full pipe would block the harness), keeping only its last bytes."""
+    assert process.stderr is not None
+    kept = 0
+    while chunk := await process.stderr.read(8192):
+        tail.append(chunk)
+        kept += len(chunk)
+        while kept - len(tail[0]) >= STDERR_KEEP_BYTES:
+            kept -= len(tail.popleft())
+
+
+def _no_result(returncode: int | None, stderr: deque[bytes]) -> str:
+    lines = b"".join(stderr).decode(errors="replace").strip().splitlines()[-STDERR_TAIL_LINES:]
+    tail = ("; last lines of its stderr:\n" + "\n".join(lines)) if lines else ""
+    if returncode is not None and returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"the harness was killed by {name} without a result{tail}"
+    return f"the harness exited with code {returncode} without a result{tail}"
+
+
+def _kill_group(process: asyncio.subprocess.Process) -> None:
+    """SIGKILL the harness's process group, the submission's processes included."""
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
