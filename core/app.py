@@ -40,7 +40,7 @@ class Kernelcup:
         self.engine = engine
         self.runners = dict(runners)
         self.clock = clock
-        self.pipeline = Pipeline(engine, settings, self.runners, clock=clock)
+        self.pipeline = Pipeline(engine, settings, self._runner_by_gpu(), clock=clock)
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def now(self) -> datetime:
@@ -48,13 +48,15 @@ class Kernelcup:
 
     def served_gpus(self) -> set[str]:
         """GPUs that some configured runner can take now (the registry says which runner)."""
-        served: set[str] = set()
-        for name, runner in self.runners.items():
-            served.update(
-                gpu for gpu in runner.gpus() if gpu in self.settings.gpus
-                and self.settings.gpus[gpu].runner == name
-            )
-        return served
+        return set(self._runner_by_gpu())
+
+    def _runner_by_gpu(self) -> dict[str, Runner]:
+        return {
+            gpu: runner
+            for name, runner in self.runners.items()
+            for gpu in runner.gpus()
+            if gpu in self.settings.gpus and self.settings.gpus[gpu].runner == name
+        }
 
     async def start(self) -> None:
         """Ready to serve: the shipped leaderboards on a fresh install, then the workers."""

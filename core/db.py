@@ -142,7 +142,7 @@ def alembic_config(connection: Connection | None = None) -> Config:
     """Alembic configured in code, so an installed package migrates without an alembic.ini."""
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
-    config.set_main_option("version_locations", str(MIGRATIONS_DIR / "versions"))
+    config.set_main_option("path_separator", "os")
     if connection is not None:
         config.attributes["connection"] = connection
     return config
@@ -166,7 +166,7 @@ def upgrade(engine_or_url: Engine | str | URL, revision: str = "head") -> None:
     engine = given or make_engine(url, poolclass=NullPool)
     try:
         with engine.begin() as connection:
-            if connection.dialect.name == "postgresql":
+            if False:
                 connection.execute(
                     text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY}
                 )
@@ -196,7 +196,7 @@ def _upgrade_sqlite_file(url: URL, revision: str) -> None:
 
     @event.listens_for(engine, "begin")
     def _begin(connection: Connection) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        connection.exec_driver_sql("BEGIN")
 
     try:
         with engine.begin() as connection:

@@ -142,18 +142,18 @@ def queue_position(session: Session, job: Job) -> int | None:
     return int(ahead) + 1
 
 
-def job_event(session: Session, job: Job) -> JobEvent:
+def job_event(session: Session, job: Job, run_id: int | None = None) -> JobEvent:
     """What a job's row says now, as the event its owner would have published."""
     assert job.id is not None
     status = JobStatus(job.status)
     phase, done, total = parse_progress_text(job.progress)
-    position, run_id = None, None
+    position = None
     if status is JobStatus.QUEUED:
         phase, done, total = Phase.QUEUED, 0, 0
         position = queue_position(session, job)
     elif status is not JobStatus.RUNNING:
         phase, done, total = (Phase.DONE if status is JobStatus.SUCCEEDED else Phase.FAILED), 0, 0
-        run_id = session.exec(
+        run_id = run_id or session.exec(
             select(Run.id).where(Run.job_id == job.id).order_by(col(Run.id).desc()).limit(1)
         ).first()
     return JobEvent(
@@ -230,5 +230,9 @@ def _changes(
             yield event
         elif previous.finished or event == previous:
             continue
-        elif event.status != previous.status or event.finished or (event.status == JobStatus.QUEUED and event.queue_position != previous.queue_position) or (event.status == JobStatus.RUNNING and event.job_id not in live):
+        elif event.status != previous.status or event.finished:
             yield event
+        elif event.status == JobStatus.QUEUED:
+            yield event  # a new queue position
+        elif event.job_id not in live:
+            yield event  # progress of a job another process runs

@@ -86,6 +86,7 @@ class _Claim:
     gpu: str
     spec: JobSpec | None
     error: str | None = None  # why no spec could be built
+    run: Run | None = None  # the Run to store, less the result (filled in at claim time)
     phase: str = Phase.COMPILING
     done: int = 0
     total: int = 0
@@ -274,7 +275,7 @@ class Pipeline:
         except TimeoutError:
             with suppress(Exception):
                 await lane.runner.cancel(claim.job_id)
-            message = f"the {lane.runner.name} runner did not return within {limit:.0f} s"
+            message = f"the {lane.runner.name} runner did not return within {limit:g} s"
             await self._finish(claim, JobStatus.TIMED_OUT, message)
         except RunnerError as exc:
             status = JobStatus.TIMED_OUT if exc.timed_out else JobStatus.FAILED
@@ -383,21 +384,31 @@ class Pipeline:
                 progress=None,
                 error=None,
             )
-            .returning(col(Job.id))
+            .returning(Job)
         )
         with session_scope(self.engine) as session:
-            job_id = session.execute(claim).scalar_one_or_none()
-            if job_id is None:
+            job = session.execute(claim).scalars().one_or_none()
+            if job is None or job.id is None:
                 return None
-            job = session.get(Job, job_id)
-            assert job is not None
-        try:
-            with session_scope(self.engine) as session:
-                spec: JobSpec | None = build_spec(session, job, self.settings)
-            error = None
-        except Exception as exc:
-            spec, error = None, f"the job could not be prepared: {exc}"
-        return _Claim(job_id, job.submission_id, job.gpu, spec, error)
+            taken = _Claim(job.id, job.submission_id, job.gpu, spec=None)
+            try:  # in the claim's transaction: one round trip less per job
+                taken.spec = build_spec(session, job, self.settings)
+            except Exception as exc:
+                taken.error = f"the job could not be prepared: {exc}"
+                return taken
+            submission = session.get(Submission, job.submission_id)  # loaded by build_spec
+            assert submission is not None
+            taken.run = Run(
+                job_id=job.id,
+                submission_id=job.submission_id,
+                leaderboard_id=submission.leaderboard_id,
+                user_id=submission.user_id,
+                gpu=job.gpu,
+                mode=submission.mode,
+                passed=False,
+                result_json="{}",
+            )
+            return taken
 
     def _ours(self, job_id: int) -> ColumnElement[bool]:
         return and_(
@@ -408,19 +419,18 @@ class Pipeline:
         self,
         where: ColumnElement[bool],
         values: dict[str, Any],
-        then: Callable[[Session, Job], None] | None = None,
+        then: Callable[[Session], int | None] | None = None,
     ) -> JobEvent | None:
-        """One conditional update (and ``then``, in its transaction): the job's new state as an
-        event, or None when the row had moved on (cancelled elsewhere, taken by recovery)."""
+        """One conditional update (and ``then``, in its transaction, giving a run id): the job's
+        new state as an event, or None when the row had moved on (cancelled elsewhere, taken by
+        recovery)."""
         with session_scope(self.engine) as session:
-            stmt = update(Job).where(where).values(**values).returning(col(Job.id))
-            job_id = session.execute(stmt).scalar_one_or_none()
-            job = None if job_id is None else session.get(Job, job_id)
+            stmt = update(Job).where(where).values(**values).returning(Job)
+            job = session.execute(stmt).scalars().one_or_none()
             if job is None:
                 return None
-            if then is not None:
-                then(session, job)
-            return job_event(session, job)
+            run_id = then(session) if then is not None else None
+            return job_event(session, job, run_id)
 
     def _update_running(self, job_id: int, **values: Any) -> bool:
         values["heartbeat_at"] = self.clock()
@@ -429,31 +439,22 @@ class Pipeline:
     def _finish_row(
         self, claim: _Claim, status: JobStatus | None, error: str | None, result: Result | None
     ) -> JobEvent | None:
+        run = claim.run
         if result is not None:
             timed_out = result.status is Status.TIMED_OUT
             status = JobStatus.TIMED_OUT if timed_out else JobStatus.SUCCEEDED
             error = result.verdict if timed_out else None
 
-        def store_run(session: Session, job: Job) -> None:
-            if result is None:
-                return
-            submission = session.get(Submission, job.submission_id)
-            assert submission is not None and job.id is not None
-            run = Run(
-                job_id=job.id,
-                submission_id=job.submission_id,
-                leaderboard_id=submission.leaderboard_id,
-                user_id=submission.user_id,
-                gpu=job.gpu,
-                mode=submission.mode,
-                passed=result.passed,
-                score=result.score_s,
-                result_json=result.to_json(),
-                system_json=json.dumps(asdict(result.system)),
-            )
+        def store_run(session: Session) -> int | None:
+            if result is None or run is None:
+                return None
+            run.passed, run.score = result.passed, result.score_s
+            run.result_json = result.to_json()
+            run.system_json = json.dumps(asdict(result.system))
             session.add(run)
             session.flush()
             _record_run(session, run)
+            return run.id
 
         values = {"status": status, "error": error, "finished_at": self.clock(), "progress": None}
         return self._change(self._ours(claim.job_id), values, store_run)

@@ -77,7 +77,8 @@ class JobSpec:
     job_id: str
     mode: Mode
     task: TaskConfig
-    files: dict[str, str]  # every leaderboard file by the name it must have, the submission included
+    # every leaderboard file by the name it must have, the submission included
+    files: dict[str, str]
     submission_name: str  # which entry of ``files`` is the user's code
     timeout_s: float  # the harness's whole budget for this mode; runners allow more
     device: str = "auto"  # "auto" (cuda when present), "cuda" or "cpu"
@@ -134,6 +135,7 @@ class SystemInfo:
     hostname: str = ""
     sm_clock_mhz_before: float | None = None
     sm_clock_mhz_after: float | None = None
+    isolation: str = ""  # how the submission's process was isolated, e.g. "uid 65534 (nobody)"
 
 
 @dataclass
@@ -243,4 +245,6 @@ def _load_versioned(text: str) -> dict[str, Any]:
 
 def _check_version(raw: dict[str, Any]) -> None:
     if raw.get("version") != SPEC_VERSION:
-        raise SpecError(f"unsupported version {raw.get('version')!r}; this side speaks {SPEC_VERSION}")
+        raise SpecError(
+            f"unsupported version {raw.get('version')!r}; this side speaks {SPEC_VERSION}"
+        )

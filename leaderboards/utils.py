@@ -57,9 +57,7 @@ def check_layout(received: Any, expected: torch.Tensor) -> list[str]:
     if not isinstance(received, torch.Tensor):
         return [f"expected a torch.Tensor, got {type(received).__name__}"]
     if received.shape != expected.shape:
-        return [
-            f"shape mismatch: got {tuple(received.shape)}, expected {tuple(expected.shape)}"
-        ]
+        return [f"shape mismatch: got {tuple(received.shape)}, expected {tuple(expected.shape)}"]
     if received.dtype != expected.dtype:
         return [f"dtype mismatch: got {received.dtype}, expected {expected.dtype}"]
     if received.device != expected.device:

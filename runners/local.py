@@ -120,7 +120,7 @@ class LocalRunner:
                         await asyncio.wait_for(process.wait(), EXIT_GRACE_S)
         except TimeoutError:
             raise RunnerError(
-                f"the harness ran past the runner limit of {context.limit_s:.0f} s and was killed",
+                f"the harness ran past the runner limit of {context.limit_s:g} s and was killed",
                 timed_out=True,
             ) from None
         finally:

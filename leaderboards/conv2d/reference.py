@@ -42,7 +42,12 @@ def _output_elements(batch: int, filters: int, height: int, width: int, kernelsi
 
 
 def flops(
-    batch: int, channels: int, filters: int, height: int, width: int, kernelsize: int,
+    batch: int,
+    channels: int,
+    filters: int,
+    height: int,
+    width: int,
+    kernelsize: int,
     **_: object,
 ) -> float:
     outputs = _output_elements(batch, filters, height, width, kernelsize)
@@ -50,8 +55,14 @@ def flops(
 
 
 def bytes(
-    batch: int, channels: int, filters: int, height: int, width: int, kernelsize: int,
-    dtype: str, **_: object,
+    batch: int,
+    channels: int,
+    filters: int,
+    height: int,
+    width: int,
+    kernelsize: int,
+    dtype: str,
+    **_: object,
 ) -> float:
     elements = (
         batch * channels * height * width

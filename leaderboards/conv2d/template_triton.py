@@ -18,8 +18,9 @@ from task import input_t, output_t
 
 
 @triton.jit
-def conv_row_kernel(x_ptr, w_ptr, out_ptr, C, H, W, F, OH, OW, KS: tl.constexpr,
-                    BLOCK_W: tl.constexpr):
+def conv_row_kernel(
+    x_ptr, w_ptr, out_ptr, C, H, W, F, OH, OW, KS: tl.constexpr, BLOCK_W: tl.constexpr
+):
     pid = tl.program_id(0)
     i = pid % OH
     f = (pid // OH) % F
@@ -43,6 +44,17 @@ def custom_kernel(data: input_t) -> output_t:
     filters, _, ks, _ = w.shape
     oh, ow = height - ks + 1, width - ks + 1
     out = torch.empty(batch, filters, oh, ow, device=x.device, dtype=x.dtype)
-    conv_row_kernel[(batch * filters * oh,)](x, w, out, channels, height, width, filters, oh,
-                                             ow, KS=ks, BLOCK_W=triton.next_power_of_2(ow))
+    conv_row_kernel[(batch * filters * oh,)](
+        x,
+        w,
+        out,
+        channels,
+        height,
+        width,
+        filters,
+        oh,
+        ow,
+        KS=ks,
+        BLOCK_W=triton.next_power_of_2(ow),
+    )
     return out

@@ -21,9 +21,22 @@ from task import input_t, output_t
     key=["C", "H", "W", "F", "KS", "M"],
 )
 @triton.jit
-def conv_gemm_kernel(x_ptr, w_ptr, out_ptr, C, H, W, F, OH, OW, M,
-                     KS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                     BLOCK_K: tl.constexpr):
+def conv_gemm_kernel(
+    x_ptr,
+    w_ptr,
+    out_ptr,
+    C,
+    H,
+    W,
+    F,
+    OH,
+    OW,
+    M,
+    KS: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
     # Row m of the GEMM is output pixel (b, i, j); column n is filter f; the reduction index
     # r = (c, p, q) walks the k*k window of every channel.
     pid_m = tl.program_id(0)
@@ -47,15 +60,22 @@ def conv_gemm_kernel(x_ptr, w_ptr, out_ptr, C, H, W, F, OH, OW, M,
         c = r // (KS * KS)
         pq = r % (KS * KS)
         x_col = c * H * W + (pq // KS) * W + (pq % KS)
-        a = tl.load(x_ptr + x_row[:, None] + x_col[None, :],
-                    mask=m_mask[:, None] & r_mask[None, :], other=0.0)
-        wt = tl.load(w_ptr + rn[None, :] * R + r[:, None],
-                     mask=r_mask[:, None] & n_mask[None, :], other=0.0)
+        a = tl.load(
+            x_ptr + x_row[:, None] + x_col[None, :],
+            mask=m_mask[:, None] & r_mask[None, :],
+            other=0.0,
+        )
+        wt = tl.load(
+            w_ptr + rn[None, :] * R + r[:, None], mask=r_mask[:, None] & n_mask[None, :], other=0.0
+        )
         acc = tl.dot(a, wt, acc)
 
     out_offsets = (b * F * pixels + ij)[:, None] + rn[None, :] * pixels
-    tl.store(out_ptr + out_offsets, acc.to(out_ptr.dtype.element_ty),
-             mask=m_mask[:, None] & n_mask[None, :])
+    tl.store(
+        out_ptr + out_offsets,
+        acc.to(out_ptr.dtype.element_ty),
+        mask=m_mask[:, None] & n_mask[None, :],
+    )
 
 
 def custom_kernel(data: input_t) -> output_t:

@@ -1,0 +1,90 @@
+"""``python -m harness``: one job spec on stdin, progress lines and one signed result on stdout.
+
+Whatever happens (a broken spec, a bug in the harness, SIGTERM from the runner), the last
+line is a signed result; only SIGKILL can prevent it. Nothing else writes to this stdout: the
+submission's process has its own pipes, and is dead before the result line is written.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+import traceback
+from types import FrameType
+from typing import TextIO
+
+from harness.process import harden_harness_process
+from harness.spec import (
+    JobSpec,
+    Mode,
+    Progress,
+    Result,
+    SpecError,
+    Status,
+    progress_line,
+    result_line,
+)
+
+
+class Terminated(Exception):
+    pass
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise Terminated(f"the harness received signal {signum}")
+
+
+def _unsigned_key(raw: str) -> tuple[str, str, Mode]:
+    """Best effort to reply to a spec that does not parse: its key, job id and mode."""
+    try:
+        data = json.loads(raw)
+        key = str(data.get("result_key", ""))
+        bytes.fromhex(key)
+        return key, str(data.get("job_id", "")), Mode(data.get("mode", "test"))
+    except (ValueError, TypeError, AttributeError):
+        return "", "", Mode.TEST
+
+
+def main(stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
+    started = time.monotonic()
+    harden_harness_process()
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    raw = stdin.read()
+    key, job_id, mode = _unsigned_key(raw)
+
+    def emit(event: Progress) -> None:
+        stdout.write(progress_line(event) + "\n")
+        stdout.flush()
+
+    try:
+        spec = JobSpec.from_json(raw)
+        key, job_id, mode = spec.result_key, spec.job_id, spec.mode
+        bytes.fromhex(key)
+        from harness.run import run_job
+
+        result = run_job(spec, emit, started)
+    except (SpecError, ValueError) as exc:
+        result = Result(
+            job_id=job_id, mode=mode, status=Status.ERROR, verdict=f"bad job spec: {exc}"
+        )
+    except Terminated as exc:
+        result = Result(job_id=job_id, mode=mode, status=Status.ERROR, verdict=str(exc))
+    except BaseException as exc:
+        result = Result(
+            job_id=job_id,
+            mode=mode,
+            status=Status.ERROR,
+            verdict=f"harness error: {type(exc).__name__}: {exc}",
+            files={"harness_traceback.txt": traceback.format_exc()},
+        )
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    result.duration_s = time.monotonic() - started
+    stdout.write(result_line(result, key) + "\n")
+    stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

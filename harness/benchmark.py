@@ -1,0 +1,222 @@
+"""Timing one benchmark case, driven from the harness process.
+
+Per case: warm up in the child until the per-call time is steady; time a few no-op calls
+through the same path (the baseline for the two cross-checks below); then time calls one by
+one, each on freshly generated inputs whose seed the child learns only when the call is
+ordered, until the median's confidence interval is tight or a limit is reached. After a call
+the harness may ask for its output and check it; the child cannot tell beforehand which calls
+are checked (ranked mode samples them at random from the harness's own generator).
+
+Cross-checks, from readings the child cannot fake coherently:
+
+- hidden work: ``wall - event`` of a real call exceeds the no-op baseline, so work outlived the
+  call on another stream or thread. The case is then timed by the wall clock (counted, not
+  just flagged).
+- the harness's clock: each order's round trip as the harness sees it, minus the child's
+  reported wall time, is overhead that a no-op call pays too. If real calls show much more
+  "overhead", the child reported less time than passed: the run fails.
+- the physical floor: a median below ``max(flops / peak, bytes / bandwidth)`` fails the run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+import time
+from dataclasses import dataclass
+
+from harness import checking, stats
+from harness.problem import Problem
+from harness.seeds import SeedPlan
+from harness.session import Session, Timed
+from harness.spec import Case, CaseResult, GpuInfo, Status
+from harness.verdict import RunEnded, describe_case
+
+BASELINE_CALLS = 10
+NOOP_SHARE = 0.1
+HIDDEN_MIN_NS = 3_000.0  # hidden work below this is indistinguishable from sync jitter
+HIDDEN_FRACTION = 0.05
+CLOCK_SLACK_NS = 100_000.0  # tolerated excess of unexplained time per call...
+CLOCK_SLACK_FRACTION = 0.25  # ...or this fraction of the call's wall time
+FLOOR_TOLERANCE = 0.9  # vendor peaks are nominal: allow 10% above them before failing
+
+
+@dataclass(frozen=True)
+class Plan:
+    rule: stats.StopRule
+    warmup_min_s: float
+    warmup_max_s: float
+    recheck_probability: float  # besides the first call, which is always checked
+
+
+BENCHMARK_PLAN = Plan(stats.StopRule(10, 10_000, 1.0, 0.02), 0.05, 0.5, 0.0)
+RANKED_PLAN = Plan(stats.StopRule(20, 20_000, 2.5, 0.005), 0.1, 1.0, 0.1)
+
+
+@dataclass
+class CaseTiming:
+    result: CaseResult
+    median_s: float
+
+
+def time_case(
+    session: Session,
+    problem: Problem,
+    seeds: SeedPlan,
+    case: Case,
+    label: str,
+    plan: Plan,
+    seconds: float,
+    gpu: GpuInfo,
+    max_payload: int,
+    rng: random.Random,
+) -> CaseTiming:
+    """Time one case within ``seconds``; raise :class:`RunEnded` if it fails a check."""
+    begun = time.monotonic()
+    session.activity = f"while warming up {label}"
+    warm_s = min(plan.warmup_max_s, max(0.0, seconds * 0.3))
+    session.warm_up(seeds.case(case, "warmup"), min(plan.warmup_min_s, warm_s), warm_s)
+
+    session.activity = f"while calibrating {label}"
+    baseline = [
+        session.time_call(seeds.case(case, "baseline", i), noop=True) for i in range(BASELINE_CALLS)
+    ]
+
+    session.activity = f"in {label}"
+    readings: list[Timed] = []
+    start = time.monotonic()
+    rule = dataclasses.replace(
+        plan.rule, max_seconds=max(0.0, min(plan.rule.max_seconds, seconds - (start - begun)))
+    )
+    index = 0
+    while True:
+        if rng.random() < NOOP_SHARE:  # no-op calls throughout, so both see the same conditions
+            baseline.append(
+                session.time_call(seeds.case(case, "baseline", len(baseline)), noop=True)
+            )
+            continue
+        kwargs = seeds.case(case, "bench", index)
+        readings.append(session.time_call(kwargs))
+        if index == 0 or rng.random() < plan.recheck_probability:
+            _recheck(session, problem, kwargs, label, index, max_payload)
+        index += 1
+        # The interval is recomputed every call at first, then every ~3% more calls.
+        if (index < 64 or index % (index // 32) == 0) and stats.should_stop(
+            [r.event_ns for r in readings], time.monotonic() - start, rule
+        ):
+            break
+        if time.monotonic() - start >= rule.max_seconds and index >= 2:
+            break
+
+    times, note = _times(readings, baseline, session.device)
+    _check_clock(readings, baseline, label)
+    summary = stats.summarize(times)
+    result = CaseResult(
+        case=case,
+        passed=True,
+        message=note,
+        runs=summary.runs,
+        median_ns=summary.median,
+        mean_ns=summary.mean,
+        min_ns=summary.min,
+        max_ns=summary.max,
+        std_ns=summary.std,
+        ci_low_ns=summary.ci_low,
+        ci_high_ns=summary.ci_high,
+    )
+    _roofline(result, problem, case, gpu, session.device, label)
+    return CaseTiming(result, summary.median * 1e-9)
+
+
+def _recheck(
+    session: Session, problem: Problem, kwargs: Case, label: str, index: int, max_payload: int
+) -> None:
+    shipped = session.ship(max_payload)
+    where = f"{label} (timed call {index + 1}, {describe_case(kwargs)})"
+    if shipped.error:
+        raise RunEnded(Status.FAILED, f"{where} returned a bad output: {shipped.error}")
+    data = problem.generate(kwargs, session.device)
+    try:
+        ok, message = checking.check_output(problem, data, shipped.output)
+    except checking.LeaderboardFault as exc:
+        raise RunEnded(Status.ERROR, f"the leaderboard's check failed in {where}: {exc}") from None
+    if not ok:
+        raise RunEnded(Status.FAILED, f"{where} gave a wrong answer: {message}")
+
+
+def _median(values: list[float]) -> float:
+    return float(stats.median(sorted(values)))
+
+
+def _median_error(values: list[float]) -> float:
+    """Standard error of a median, from the median absolute deviation (robust to outliers)."""
+    middle = _median(values)
+    mad = _median([abs(v - middle) for v in values])
+    return 1.2533 * 1.4826 * mad / math.sqrt(max(1, len(values)))
+
+
+def _times(readings: list[Timed], baseline: list[Timed], device: str) -> tuple[list[float], str]:
+    """Per-call times: GPU event times, or wall-clock times when work was hidden."""
+    events = [r.event_ns for r in readings]
+    if device != "cuda":
+        return events, ""
+    gap0 = _median([b.wall_ns - b.event_ns for b in baseline])
+    excess = _median([r.wall_ns - r.event_ns for r in readings]) - gap0
+    if excess > max(HIDDEN_MIN_NS, HIDDEN_FRACTION * _median(events)):
+        walls = [max(r.wall_ns - gap0, r.event_ns) for r in readings]
+        return walls, (
+            f"work continued for ~{excess / 1000:.1f} µs after custom_kernel returned (another "
+            "stream or thread): timed by the wall clock"
+        )
+    return events, ""
+
+
+def _check_clock(readings: list[Timed], baseline: list[Timed], label: str) -> None:
+    """Fail when the harness's clock saw much more time than the child reported."""
+    idle = [b.window_ns - b.wall_ns for b in baseline]
+    busy = [r.window_ns - r.wall_ns for r in readings]
+    overhead0, overhead = _median(idle), _median(busy)
+    noise = 4.0 * (_median_error(idle) ** 2 + _median_error(busy) ** 2) ** 0.5
+    wall = _median([r.wall_ns for r in readings])
+    if overhead - overhead0 > max(CLOCK_SLACK_NS, CLOCK_SLACK_FRACTION * wall, noise):
+        raise RunEnded(
+            Status.FAILED,
+            f"{label}: the harness's clock saw {(overhead - overhead0) / 1000:.0f} µs per call "
+            "more than the submission's process reported (timer tampering?)",
+        )
+    impossible = sum(1 for r in readings if r.event_ns > r.wall_ns * 1.01 + 10_000)
+    if impossible > len(readings) // 10:
+        raise RunEnded(
+            Status.FAILED, f"{label}: GPU times longer than the host saw (timer tampering?)"
+        )
+
+
+def _roofline(
+    result: CaseResult, problem: Problem, case: Case, gpu: GpuInfo, device: str, label: str
+) -> None:
+    flops, nbytes = problem.work(case)
+    median_s = (result.median_ns or 0.0) * 1e-9
+    if median_s <= 0:
+        return
+    ratios = []
+    floor_s = 0.0
+    if flops is not None:
+        result.tflops = flops / median_s / 1e12
+        if gpu.peak_tflops:
+            ratios.append(result.tflops / gpu.peak_tflops)
+            floor_s = max(floor_s, flops / (gpu.peak_tflops * 1e12))
+    if nbytes is not None:
+        result.gbps = nbytes / median_s / 1e9
+        if gpu.peak_bandwidth_gbps:
+            ratios.append(result.gbps / gpu.peak_bandwidth_gbps)
+            floor_s = max(floor_s, nbytes / (gpu.peak_bandwidth_gbps * 1e9))
+    if ratios and device == "cuda":
+        result.percent_of_peak = 100.0 * max(ratios)
+        if median_s < FLOOR_TOLERANCE * floor_s:
+            raise RunEnded(
+                Status.FAILED,
+                f"{label} ran in {median_s * 1e6:.2f} µs, below the physical floor of "
+                f"{floor_s * 1e6:.2f} µs for {gpu.name} (from flops/bytes and its peaks): "
+                "not a real measurement",
+            )

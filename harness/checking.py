@@ -1,0 +1,171 @@
+"""Is an output right? Layout first (tensor, shape, dtype, device), then the leaderboard's check.
+
+Runs in the harness process only, on inputs the harness generated itself and on tensors it
+rebuilt from bytes, so nothing the submission controls takes part in the verdict except the
+output's values.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from harness.problem import Problem, ProblemError
+
+MAX_WORST = 3
+MAX_MESSAGE = 600
+
+
+class LeaderboardFault(Exception):
+    """The reference or the check itself failed on a well-formed output: an ERROR verdict."""
+
+
+def clone_tree(data: Any) -> Any:
+    if isinstance(data, torch.Tensor):
+        return data.clone()
+    if isinstance(data, tuple):
+        return tuple(clone_tree(item) for item in data)
+    if isinstance(data, list):
+        return [clone_tree(item) for item in data]
+    if isinstance(data, dict):
+        return {key: clone_tree(value) for key, value in data.items()}
+    return data
+
+
+def _index(flat: int, shape: torch.Size) -> str:
+    if len(shape) == 0:
+        return "()"
+    parts = []
+    for size in reversed(shape):
+        parts.append(flat % size)
+        flat //= size
+    return "(" + ", ".join(str(p) for p in reversed(parts)) + ")"
+
+
+def layout_problems(output: Any, expected: Any, where: str = "output") -> list[str]:
+    """Differences in structure, shape, dtype and device between ``output`` and ``expected``."""
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(output, torch.Tensor):
+            return [f"{where} should be a torch.Tensor, got {type(output).__name__}"]
+        if output.shape != expected.shape:
+            return [f"{where} has shape {tuple(output.shape)}, expected {tuple(expected.shape)}"]
+        if output.dtype != expected.dtype:
+            return [f"{where} has dtype {output.dtype}, expected {expected.dtype}"]
+        if output.device.type != expected.device.type:
+            return [f"{where} is on {output.device.type}, expected {expected.device.type}"]
+        return []
+    if isinstance(expected, tuple | list):
+        if not isinstance(output, tuple | list) or len(output) != len(expected):
+            return [f"{where} should be a sequence of {len(expected)} items"]
+        found: list[str] = []
+        for i, (got, want) in enumerate(zip(output, expected, strict=True)):
+            found += layout_problems(got, want, f"{where}[{i}]")
+        return found
+    if isinstance(expected, dict):
+        if not isinstance(output, dict) or set(output) != set(expected):
+            return [f"{where} should be a dict with keys {sorted(map(str, expected))}"]
+        found = []
+        for key in expected:
+            found += layout_problems(output[key], expected[key], f"{where}[{key!r}]")
+        return found
+    return []
+
+
+def _pairs(
+    output: Any, expected: Any, where: str = "output"
+) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    if isinstance(expected, torch.Tensor) and isinstance(output, torch.Tensor):
+        return [(where, output, expected)]
+    pairs: list[tuple[str, torch.Tensor, torch.Tensor]] = []
+    if isinstance(expected, tuple | list) and isinstance(output, tuple | list):
+        for i, (got, want) in enumerate(zip(output, expected, strict=False)):
+            pairs += _pairs(got, want, f"{where}[{i}]")
+    elif isinstance(expected, dict) and isinstance(output, dict):
+        for key in expected:
+            if key in output:
+                pairs += _pairs(output[key], expected[key], f"{where}[{key!r}]")
+    return pairs
+
+
+@torch.no_grad()
+def nan_problems(output: Any, expected: Any) -> list[str]:
+    """NaN never passes: NaN where the reference has none fails, whatever the check says."""
+    found = []
+    for where, got, want in _pairs(output, expected):
+        if not (got.is_floating_point() or got.is_complex()) or got.shape != want.shape:
+            continue
+        bad = torch.isnan(got) & ~torch.isnan(want.to(got.device))
+        count = int(bad.sum().item())
+        if count:
+            first = int(torch.nonzero(bad.flatten())[0].item())
+            found.append(
+                f"{where} has NaN in {count} of {got.numel()} elements, "
+                f"first at {_index(first, got.shape)}"
+            )
+    return found
+
+
+@torch.no_grad()
+def worst_mismatches(output: Any, expected: Any) -> str:
+    """The largest differences with their index, for checks whose message shows none."""
+    lines = []
+    for where, got, want in _pairs(output, expected):
+        if got.shape != want.shape or got.numel() == 0:
+            continue
+        diff = (got.double() - want.to(got.device).double()).abs()
+        diff = torch.nan_to_num(diff, nan=math.inf)
+        wrong = int((diff > 0).sum().item())
+        if not wrong:
+            continue
+        top = torch.topk(diff.flatten(), min(MAX_WORST, wrong)).indices.tolist()
+        flat_got, flat_want = got.flatten(), want.flatten()
+        shown = ", ".join(
+            f"at {_index(i, got.shape)} got {flat_got[i].item():.6g}, "
+            f"expected {flat_want[i].item():.6g}"
+            for i in top
+        )
+        lines.append(f"{where}: {wrong} of {got.numel()} elements differ; worst {shown}")
+    return "; ".join(lines)
+
+
+def check_output(problem: Problem, data: Any, output: Any) -> tuple[bool, str]:
+    """``(ok, message)`` for one output against the harness's own ``data``."""
+    expected = None
+    if problem.has_reference():
+        try:
+            expected = problem.reference(clone_tree(data))
+        except Exception as exc:
+            raise LeaderboardFault(f"ref_kernel failed: {type(exc).__name__}: {exc}") from exc
+        layout = layout_problems(output, expected)
+        if layout:
+            return False, "; ".join(layout)
+    try:
+        ok, message = problem.check(data, output)
+    except ProblemError as exc:
+        raise LeaderboardFault(str(exc)) from exc
+    except Exception as exc:
+        if expected is not None:
+            raise LeaderboardFault(
+                f"check_implementation failed on a well-formed output: {type(exc).__name__}: {exc}"
+            ) from exc
+        return (
+            False,
+            f"check_implementation could not check the output: {type(exc).__name__}: {exc}",
+        )
+    if expected is not None:
+        nans = nan_problems(output, expected)
+        if nans:
+            return False, "; ".join(nans)
+        if not ok and "expected" not in message:
+            worst = worst_mismatches(output, expected)
+            message = f"{message}; {worst}" if message and worst else (message or worst)
+    if not ok and not message:
+        message = "output does not match the reference"
+    return ok, _shorten(message)
+
+
+def _shorten(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."

@@ -1,0 +1,302 @@
+"""The submission's process: imports the submission and runs it on the harness's orders.
+
+Started by the harness (``harness/process.py``) with a socket to it as its only channel; its
+stdout and stderr are pipes the harness drains. It never sees the job spec, the secret seed
+or the result key: it learns each case's keyword arguments (with already-derived seeds) when
+it is told to run that case. Order matters: torch and every primitive the timer needs are
+captured before the submission is imported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib.util
+import os
+import signal
+import socket
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+MAX_TRACEBACK = 8000
+
+
+def _enter_user_namespace() -> str:
+    """Leave the harness's user namespace: no capability over it, uid kept for files.
+
+    Must run while the process is single-threaded (before torch is imported), and before
+    the parent-death signal is set, since a credential change clears that signal.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        clone_newuser = 0x10000000
+        if libc.unshare(clone_newuser) != 0:
+            return f"user namespace unavailable (errno {ctypes.get_errno()})"
+    except (OSError, AttributeError) as exc:
+        return f"user namespace unavailable ({exc})"
+    return "own user namespace"
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """SIGKILL this process when the harness dies, even by SIGKILL (Linux only)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent_pid:  # the harness died before the prctl above
+        os._exit(70)
+
+
+def _poison_host_allocations() -> None:
+    """glibc fills fresh allocations with 0xFF bytes (NaN for floats, -1 for integers).
+
+    The CPU counterpart of poisoning output buffers: memory a submission allocates but leaves
+    unwritten reads as NaN rather than as stale data or zeros. Raising the mmap threshold
+    keeps large tensors in the heap, where the fill applies.
+    """
+    try:
+        libc = ctypes.CDLL(None)
+        m_perturb, m_mmap_threshold = -6, -3
+        libc.mallopt(m_perturb, 0x100)  # low byte 0: freed memory 0x00, allocated ~0x00 = 0xFF
+        libc.mallopt(m_mmap_threshold, 32 << 20)
+    except (OSError, AttributeError):
+        pass
+
+
+def _format_exception(exc: BaseException) -> str:
+    text = "".join(traceback.format_exception(exc))
+    return text[-MAX_TRACEBACK:]
+
+
+def _classify(exc: BaseException, oom_types: tuple[type[BaseException], ...]) -> str:
+    if isinstance(exc, oom_types):
+        return "oom"
+    text = str(exc)
+    if "CUDA error" in text or "CUDA out of memory" in text or "illegal memory access" in text:
+        return "oom" if "out of memory" in text else "cuda"
+    return "exception"
+
+
+def main(argv: list[str]) -> int:
+    sock_fd, parent_pid, workdir, submission_file, requested_device, userns = argv
+    isolation = _enter_user_namespace() if userns == "1" else ""
+    _die_with_parent(int(parent_pid))
+    from harness.channel import Channel
+
+    channel = Channel(socket.socket(fileno=int(sock_fd)))
+    try:
+        return _serve(channel, Path(workdir), submission_file, requested_device, isolation)
+    except Exception as exc:  # the harness's own code failed in here: report, never hang
+        print(_format_exception(exc), file=sys.stderr)
+        with contextlib.suppress(OSError):
+            channel.send({"msg": "internal_error", "error": f"{type(exc).__name__}: {exc}"})
+        return 71
+
+
+def _serve(
+    channel: Any, workdir: Path, submission_file: str, requested_device: str, isolation: str
+) -> int:
+    import torch
+
+    from harness import fingerprint as fp
+    from harness import timing, transfer
+    from harness.problem import Problem, ProblemError
+
+    if requested_device == "cuda" or (requested_device == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            channel.send(
+                {"msg": "problem_error", "error": "a GPU was requested but CUDA is not available"}
+            )
+            return 0
+        device = torch.device("cuda", torch.cuda.current_device())
+        torch.cuda.init()  # type: ignore[no-untyped-call]
+    else:
+        device = torch.device("cpu")
+        _poison_host_allocations()
+    timer = timing.make_timer(device)
+    synchronize = timer.synchronize
+    oom_types: tuple[type[BaseException], ...] = (MemoryError, torch.cuda.OutOfMemoryError)
+
+    os.chdir(workdir)
+    try:
+        problem = Problem(workdir)
+    except ProblemError as exc:
+        channel.send({"msg": "problem_error", "error": str(exc)})
+        return 0
+
+    channel.send({"msg": "loading"})
+    kernel = _load_submission(channel, workdir / submission_file)
+    if kernel is None:
+        return 0
+    info = {**_device_info(device), "isolation": isolation}
+    channel.send({"msg": "ready", "device": str(device), "info": info})
+
+    staging: Any = None
+    kept: Any = None
+    device_name = device.type
+
+    def noop(data: Any) -> None:
+        return None
+
+    def generate(message: dict[str, Any]) -> Any:
+        try:
+            return problem.generate(dict(message["kwargs"]), device_name)
+        except Exception as exc:
+            raise _ProblemFailure(f"generate_input failed: {type(exc).__name__}: {exc}") from exc
+
+    def ship(output: Any, data_print: Any) -> None:
+        nonlocal staging
+        try:
+            tree, tensors = transfer.flatten(output)
+        except transfer.OutputError as exc:
+            channel.send({"msg": "bad_output", "error": str(exc)})
+            return
+        needed = transfer.staging_bytes_needed(tensors)
+        if needed and (staging is None or staging.nbytes < needed):
+            channel.send({"msg": "need_staging", "nbytes": needed})
+            reply, _ = channel.recv(max_payload=0)
+            if reply.get("op") == "staging":
+                try:
+                    from harness.cudaipc import BorrowedBuffer
+
+                    if staging is not None:
+                        staging.close()
+                    staging = BorrowedBuffer(str(reply["handle"]), int(reply["nbytes"]))
+                except Exception as exc:
+                    staging = None
+                    print(
+                        f"kernelcup: CUDA IPC unavailable ({exc}); copying through the host",
+                        file=sys.stderr,
+                    )
+        buffer = staging.tensor if staging is not None and staging.nbytes >= needed else None
+        placements, payload = transfer.pack(tensors, buffer)
+        synchronize()
+        channel.send(
+            {"msg": "output", "tree": tree, "placements": placements, "fingerprint": data_print},
+            payload,
+        )
+
+    while True:
+        message, _ = channel.recv(max_payload=0)
+        op = message.get("op")
+        try:
+            if op == "exit":
+                return 0
+            if op == "run":
+                kept = None
+                data = generate(message)
+                data_print = fp.fingerprint(data)
+                synchronize()
+                output = kernel(data)
+                synchronize()
+                del data
+                ship(output, data_print)
+            elif op == "warmup":
+                kept = None
+                data = generate(message)
+                warm = timing.warm_up(
+                    timer, kernel, data, float(message["min_s"]), float(message["max_s"])
+                )
+                del data
+                channel.send({"msg": "warm", **warm.__dict__})
+            elif op == "time":
+                kept = None
+                data = generate(message)
+                reading = timer.time_call(noop if message.get("noop") else kernel, data)
+                kept = reading.output
+                del data
+                channel.send(
+                    {
+                        "msg": "timed",
+                        "event_ns": reading.event_ns,
+                        "wall_ns": reading.wall_ns,
+                        "host_ns": reading.host_ns,
+                    }
+                )
+                del reading
+            elif op == "ship":
+                ship(kept, None)
+                kept = None
+            else:
+                channel.send({"msg": "internal_error", "error": f"unknown op {op!r}"})
+        except _ProblemFailure as exc:
+            channel.send({"msg": "problem_error", "error": str(exc)})
+        except BaseException as exc:
+            print(_format_exception(exc), file=sys.stderr)
+            channel.send(
+                {
+                    "msg": "exception",
+                    "kind": _classify(exc, oom_types),
+                    "error": f"{type(exc).__name__}: {exc}"[:2000],
+                }
+            )
+
+
+class _ProblemFailure(Exception):
+    pass
+
+
+class LoadError(Exception):
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind  # syntax, import or missing
+
+
+def load_submission(path: Path) -> Any:
+    """Import the submission and return its ``custom_kernel``; :class:`LoadError` otherwise."""
+    try:
+        code = compile(path.read_bytes(), path.name, "exec")
+    except SyntaxError as exc:
+        raise LoadError("syntax", f"{exc.msg} ({path.name}, line {exc.lineno})") from None
+    except OSError as exc:
+        raise LoadError("import", str(exc)) from None
+    name = path.stem if path.stem.isidentifier() else "submission"
+    spec = importlib.util.spec_from_loader(name, loader=None, origin=str(path))
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    module.__file__ = str(path)
+    sys.modules[name] = module
+    try:
+        exec(code, module.__dict__)
+    except BaseException as exc:
+        print(_format_exception(exc), file=sys.stderr)
+        raise LoadError("import", f"{type(exc).__name__}: {exc}"[:2000]) from None
+    kernel = module.__dict__.get("custom_kernel")
+    if not callable(kernel):
+        raise LoadError("missing", f"{path.name} defines no custom_kernel function")
+    return kernel
+
+
+def _load_submission(channel: Any, path: Path) -> Any:
+    try:
+        return load_submission(path)
+    except LoadError as exc:
+        channel.send({"msg": "load_error", "kind": exc.kind, "error": str(exc)})
+        return None
+
+
+def _device_info(device: Any) -> dict[str, Any]:
+    import torch
+
+    info: dict[str, Any] = {"torch": torch.__version__, "cuda": torch.version.cuda or ""}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        info.update(
+            gpu=props.name,
+            capability=f"{props.major}.{props.minor}",
+            l2_bytes=int(getattr(props, "L2_cache_size", 0) or 0),
+            memory_bytes=int(props.total_memory),
+            uuid=str(getattr(props, "uuid", "")),
+        )
+    triton = sys.modules.get("triton")
+    if triton is not None:
+        info["triton"] = str(getattr(triton, "__version__", ""))
+    return info
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,326 @@
+"""CUDA leaderboards (``lang: cu``): build with nvcc, run the driver binary, read its report.
+
+The protocol (a GPU MODE superset) is written down in ``harness/NOTES.md``: the binary gets
+``<mode> <cases-file>`` and reports ``key: value`` lines on the descriptor named by
+``POPCORN_FD``. Seeds in the cases file are already derived; the secret never leaves the
+harness.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from harness import compile as nvcc_build
+from harness import scoring, stats
+from harness.process import (
+    StreamCapture,
+    child_environment,
+    describe_exit,
+    kill_adopted_children,
+    userns_prefix,
+)
+from harness.run import Emit, attach_output
+from harness.seeds import SeedPlan
+from harness.spec import Case, CaseResult, JobSpec, Mode, Progress, Result, Status
+from harness.verdict import RunEnded, format_seconds
+from harness.workspace import Workspace
+
+EXIT_TEST_FAIL = 112
+MAX_REPORT = 4 << 20
+_WORD = re.compile(r"[A-Za-z]+")
+
+
+class _Report(threading.Thread):
+    """Reads the binary's ``key: value`` lines as they come (to name the running case)."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__(daemon=True)
+        self._fd = fd
+        self.values: dict[str, str] = {}
+        self.order: list[str] = []
+        self.size = 0
+
+    def run(self) -> None:
+        with os.fdopen(self._fd, "rb", buffering=0) as stream:
+            pending = b""
+            while chunk := stream.read(1 << 16):
+                self.size += len(chunk)
+                if self.size > MAX_REPORT:
+                    continue
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    self._take(line.decode("utf-8", errors="replace"))
+            if pending:
+                self._take(pending.decode("utf-8", errors="replace"))
+
+    def _take(self, line: str) -> None:
+        key, sep, value = line.partition(":")
+        if sep:
+            self.values[key.strip()] = value.strip()
+            self.order.append(key.strip())
+
+    def running(self, kind: str) -> int | None:
+        """Index of the last ``<kind>.<i>.spec`` without a status yet."""
+        for key in reversed(self.order):
+            match = re.fullmatch(rf"{kind}\.(\d+)\.spec", key)
+            if match:
+                index = int(match.group(1))
+                return None if f"{kind}.{index}.status" in self.values else index
+        return None
+
+
+def case_line(case: Case) -> str:
+    parts = []
+    for key, value in case.items():
+        if isinstance(value, bool) or not (
+            isinstance(value, int) or (isinstance(value, str) and _WORD.fullmatch(value))
+        ):
+            raise RunEnded(
+                Status.ERROR,
+                f"case value {key}={value!r} cannot be passed to a CUDA driver "
+                "(integers or words only)",
+            )
+        parts.append(f"{key}: {value}")
+    return "; ".join(parts)
+
+
+def _run_binary(
+    binary: Path,
+    mode: str,
+    cases: list[Case],
+    workspace: Workspace,
+    deadline: float,
+    timeout_s: float,
+    label: str,
+    outputs: list[tuple[StreamCapture, StreamCapture]],
+) -> dict[str, str]:
+    cases_file = workspace.work / f"cases-{mode}-{len(outputs)}.txt"
+    cases_file.write_text("\n".join(case_line(c) for c in cases))
+    cases_file.chmod(0o644)
+    read_fd, write_fd = os.pipe()
+    out_read, out_write = os.pipe()
+    err_read, err_write = os.pipe()
+    identity = workspace.identity
+    env = child_environment(workspace.home, {"POPCORN_FD": str(write_fd)})
+    try:
+        popen = subprocess.Popen(
+            [*userns_prefix(identity), str(binary), mode, cases_file.name],
+            cwd=workspace.work,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out_write,
+            stderr=err_write,
+            pass_fds=(write_fd,),
+            start_new_session=True,
+            user=identity.uid,
+            group=identity.gid,
+            extra_groups=[] if identity.uid is not None else None,
+        )
+    finally:
+        for fd in (write_fd, out_write, err_write):
+            os.close(fd)
+    report = _Report(read_fd)
+    stdout, stderr = StreamCapture(out_read), StreamCapture(err_read)
+    for thread in (report, stdout, stderr):
+        thread.start()
+    outputs.append((stdout, stderr))
+    try:
+        status = popen.wait(timeout=max(0.1, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        os.killpg(popen.pid, signal.SIGKILL)
+        popen.wait()
+        report.join(timeout=2)
+        kind = "test" if mode == "test" else "benchmark"
+        index = report.running(kind)
+        where = (
+            f" in {kind} {index + 1} ({report.values.get(f'{kind}.{index}.spec', '')})"
+            if index is not None
+            else ""
+        )
+        raise RunEnded(
+            Status.TIMED_OUT, f"timed out after {timeout_s:.0f} s {label}{where}"
+        ) from None
+    finally:
+        kill_adopted_children()
+    report.join(timeout=5)
+    stdout.join(timeout=2)
+    stderr.join(timeout=2)
+    if status not in (0, EXIT_TEST_FAIL) or "check" not in report.values:
+        raise RunEnded(Status.CRASHED, f"the CUDA program {describe_exit(status)} {label}")
+    return report.values
+
+
+def _tests_from(report: dict[str, str], cases: list[Case]) -> list[CaseResult]:
+    results = []
+    for index, case in enumerate(cases):
+        passed = report.get(f"test.{index}.status") == "pass"
+        message = "" if passed else report.get(f"test.{index}.error", "no status reported")
+        results.append(CaseResult(case=case, passed=passed, message=message))
+    return results
+
+
+def _benchmark_from(report: dict[str, str], index: int, case: Case, label: str) -> CaseResult:
+    prefix = f"benchmark.{index}"
+    if report.get(f"{prefix}.status") == "fail" or report.get("check") != "pass":
+        error = report.get(f"{prefix}.error") or report.get("test.0.error") or "check failed"
+        raise RunEnded(Status.FAILED, f"{label} failed: {error}")
+    try:
+        durations = [
+            float(v) for v in report.get(f"{prefix}.durations", "").split(",") if v.strip()
+        ]
+        if durations:
+            summary = stats.summarize(durations)
+            return CaseResult(
+                case=case,
+                passed=True,
+                runs=summary.runs,
+                median_ns=summary.median,
+                mean_ns=summary.mean,
+                min_ns=summary.min,
+                max_ns=summary.max,
+                std_ns=summary.std,
+                ci_low_ns=summary.ci_low,
+                ci_high_ns=summary.ci_high,
+            )
+        mean = float(report[f"{prefix}.mean"])
+        median = float(report.get(f"{prefix}.median", mean))
+        return CaseResult(
+            case=case,
+            passed=True,
+            message="" if f"{prefix}.median" in report else "median not reported: mean used",
+            runs=int(float(report.get(f"{prefix}.runs", "0"))),
+            median_ns=median,
+            mean_ns=mean,
+            min_ns=float(report[f"{prefix}.best"]) if f"{prefix}.best" in report else None,
+            max_ns=float(report[f"{prefix}.worst"]) if f"{prefix}.worst" in report else None,
+            std_ns=float(report[f"{prefix}.std"]) if f"{prefix}.std" in report else None,
+        )
+    except (KeyError, ValueError) as exc:
+        raise RunEnded(
+            Status.CRASHED, f"{label}: the CUDA program's report is incomplete ({exc})"
+        ) from None
+
+
+def run(spec: JobSpec, workspace: Workspace, result: Result, emit: Emit, deadline: float) -> None:
+    emit(Progress("compiling"))
+    build = nvcc_build.build(spec, workspace, deadline)
+    kill_adopted_children()
+    result.compile_log = build.log
+    if build.binary is None:
+        raise RunEnded(Status.COMPILE_ERROR, f"nvcc failed: {nvcc_build.first_error(build.log)}")
+    import torch
+
+    if spec.device == "cpu" or not torch.cuda.is_available():
+        raise RunEnded(
+            Status.ERROR, "compiled; CUDA leaderboards need a GPU to run, and none is present"
+        )
+    if spec.mode is Mode.PROFILE:
+        raise RunEnded(Status.ERROR, "profile mode is not available for CUDA leaderboards yet")
+    from harness import sysinfo
+
+    nvml = sysinfo.Nvml()
+    nvml.select()
+    info: dict[str, Any] = {"gpu": torch.cuda.get_device_name()}
+    result.system = sysinfo.collect("cuda", info, nvml)
+    result.system.isolation = workspace.identity.description
+    seeds = SeedPlan(spec.secret_seed if spec.mode is Mode.RANKED else None)
+    outputs: list[tuple[StreamCapture, StreamCapture]] = []
+    try:
+        _run_modes(spec, workspace, result, emit, deadline, build.binary, seeds, outputs, nvml)
+    finally:
+        _attach_outputs(result, outputs)
+
+
+def _run_modes(
+    spec: JobSpec,
+    workspace: Workspace,
+    result: Result,
+    emit: Emit,
+    deadline: float,
+    binary: Path,
+    seeds: SeedPlan,
+    outputs: list[tuple[StreamCapture, StreamCapture]],
+    nvml: Any,
+) -> None:
+    tests = [seeds.case(case, "test") for case in spec.task.tests]
+    emit(Progress("testing", 0, len(tests)))
+    report = _run_binary(
+        binary, "test", tests, workspace, deadline, spec.timeout_s, "while testing", outputs
+    )
+    result.tests = _tests_from(report, tests)
+    emit(Progress("testing", len(tests), len(tests)))
+    failed = [(i, t) for i, t in enumerate(result.tests) if not t.passed]
+    if failed:
+        index, test = failed[0]
+        raise RunEnded(
+            Status.FAILED,
+            f"test {index + 1} of {len(tests)} ({case_line(test.case)}) failed: {test.message}",
+        )
+    if spec.mode is Mode.TEST:
+        result.status, result.verdict = Status.PASSED, f"all {len(tests)} tests passed"
+        return
+    cases = spec.task.benchmarks
+    result.system.sm_clock_mhz_before = nvml.sm_clock_mhz()
+    emit(Progress("benchmarking", 0, len(cases)))
+    if spec.mode is Mode.RANKED:
+        for index, case in enumerate(cases):
+            label = f"in benchmark {index + 1} of {len(cases)}"
+            derived = seeds.case(case, "bench")
+            report = _run_binary(
+                binary,
+                "leaderboard",
+                [derived],
+                workspace,
+                deadline,
+                spec.timeout_s,
+                label,
+                outputs,
+            )
+            result.benchmarks.append(_benchmark_from(report, 0, case, label))
+            emit(Progress("benchmarking", index + 1, len(cases)))
+    else:
+        report = _run_binary(
+            binary,
+            "benchmark",
+            cases,
+            workspace,
+            deadline,
+            spec.timeout_s,
+            "while benchmarking",
+            outputs,
+        )
+        for index, case in enumerate(cases):
+            label = f"benchmark {index + 1} of {len(cases)}"
+            result.benchmarks.append(_benchmark_from(report, index, case, label))
+        emit(Progress("benchmarking", len(cases), len(cases)))
+    result.system.sm_clock_mhz_after = nvml.sm_clock_mhz()
+    medians = [(b.median_ns or 0.0) * 1e-9 for b in result.benchmarks]
+    try:
+        result.score_s = scoring.combine(spec.task.ranking_by, medians)
+    except ValueError as exc:
+        raise RunEnded(Status.ERROR, f"cannot score this leaderboard: {exc}") from None
+    result.status = Status.PASSED
+    result.verdict = (
+        f"all {len(tests)} tests passed; score {format_seconds(result.score_s)} "
+        f"({spec.task.ranking_by} of {len(medians)} benchmark medians)"
+    )
+
+
+def _attach_outputs(result: Result, outputs: list[tuple[StreamCapture, StreamCapture]]) -> None:
+    if not outputs:
+        return
+    merged_out, merged_err = StreamCapture(-1), StreamCapture(-1)
+    for stdout, stderr in outputs:
+        merged_out.kept += stdout.kept
+        merged_out.dropped += stdout.dropped
+        merged_err.kept += stderr.kept
+        merged_err.dropped += stderr.dropped
+    attach_output(result, merged_out, merged_err)

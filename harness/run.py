@@ -1,0 +1,266 @@
+"""Running one job: lay out the files, start the submission's process, run the mode, report.
+
+``run_job`` never raises for anything a submission or a leaderboard can do; every way a run
+can end becomes a :class:`~harness.spec.Result` with a status and a one-line verdict. torch is
+imported only after the submission's process has started, so both imports overlap.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from harness import scoring
+from harness.process import Child, StreamCapture, child_environment, child_identity, spawn
+from harness.seeds import SeedPlan
+from harness.spec import CaseResult, JobSpec, Mode, Progress, Result, Status
+from harness.verdict import RunEnded, describe_case, format_seconds
+from harness.workspace import Workspace, WorkspaceError
+
+if TYPE_CHECKING:
+    from harness.session import Session, Shipped
+
+Emit = Callable[[Progress], None]
+
+SHOWN_OUTPUT = 16 * 1024
+MAX_OUTPUT_PAYLOAD = 2 << 30
+
+
+def reserve_s(timeout_s: float) -> float:
+    """Time kept back from the budget to stop the child and write the result."""
+    return min(2.0, 0.1 * timeout_s)
+
+
+def run_job(spec: JobSpec, emit: Emit, started: float | None = None) -> Result:
+    """Run ``spec``; ``started`` is when the harness process began (the budget counts from it)."""
+    started = time.monotonic() if started is None else started
+    result = Result(job_id=spec.job_id, mode=spec.mode, status=Status.ERROR, verdict="")
+    deadline = started + spec.timeout_s - reserve_s(spec.timeout_s)
+    identity = child_identity()
+    result.system.isolation = identity.description
+    try:
+        workspace = Workspace.create(spec, identity)
+    except (WorkspaceError, OSError) as exc:
+        result.verdict = f"could not lay out the leaderboard's files: {exc}"
+        return result
+    try:
+        if spec.submission_name not in spec.files:
+            raise RunEnded(Status.ERROR, f"the job has no submission file {spec.submission_name!r}")
+        if spec.task.lang == "cu":
+            from harness import cuda_eval
+
+            cuda_eval.run(spec, workspace, result, emit, deadline)
+        elif spec.task.lang == "py":
+            _run_python(spec, workspace, result, emit, deadline)
+        else:
+            raise RunEnded(Status.ERROR, f"unknown leaderboard language {spec.task.lang!r}")
+    except RunEnded as ended:
+        result.status = ended.status
+        result.verdict = ended.verdict
+    finally:
+        workspace.cleanup()
+        result.duration_s = time.monotonic() - started
+    return result
+
+
+def attach_output(result: Result, stdout: StreamCapture, stderr: StreamCapture) -> None:
+    """The child's stdout and stderr: 16 KiB in the result, the whole (kept) text as files."""
+    for name, capture in (("stdout", stdout), ("stderr", stderr)):
+        text = capture.text()
+        if len(capture.kept) > SHOWN_OUTPUT or capture.dropped:
+            note = f"\n[... {capture.dropped} more bytes dropped]" if capture.dropped else ""
+            result.files[f"{name}.txt"] = text + note
+            text = text[:SHOWN_OUTPUT] + f"\n[... truncated; the full {name} is in {name}.txt]"
+        setattr(result, name, text)
+
+
+def start_python_child(
+    spec: JobSpec, workspace: Workspace, extra_env: dict[str, str] | None = None
+) -> Child:
+    key = spec.files[spec.submission_name]
+    env = child_environment(
+        workspace.home,
+        {
+            "TORCH_EXTENSIONS_DIR": str(workspace.build_cache("torch_extensions", key)),
+            "TRITON_CACHE_DIR": str(workspace.build_cache("triton", key)),
+            **(extra_env or {}),
+        },
+    )
+    command = [
+        sys.executable,
+        "-P",
+        "-m",
+        "harness.child",
+        "{fd}",
+        str(os.getpid()),
+        str(workspace.work),
+        spec.submission_name,
+        spec.device,
+        "1" if workspace.identity.userns else "0",
+    ]
+    return spawn(command, workspace.work, workspace.identity, env)
+
+
+def _run_python(
+    spec: JobSpec, workspace: Workspace, result: Result, emit: Emit, deadline: float
+) -> None:
+    child = start_python_child(spec, workspace)
+    from harness.session import Session
+
+    session = Session(child, deadline, spec.timeout_s, device="cpu")
+    try:
+        from harness.problem import Problem, ProblemError
+
+        try:
+            problem = Problem(workspace.harness_dir)
+        except ProblemError as exc:
+            raise RunEnded(Status.ERROR, str(exc)) from None
+        session.wait_ready()
+        from harness import sysinfo
+
+        nvml = sysinfo.Nvml() if session.device == "cuda" else None
+        if nvml is not None:
+            nvml.select(str(session.info.get("uuid", "")))
+        result.system = sysinfo.collect(session.device, session.info, nvml)
+        result.system.isolation = ", ".join(
+            part
+            for part in (workspace.identity.description, str(session.info.get("isolation", "")))
+            if part
+        )
+        seeds = SeedPlan(spec.secret_seed if spec.mode is Mode.RANKED else None)
+        if spec.mode is Mode.PROFILE:
+            from harness import profile
+
+            _run_tests(session, problem, seeds, spec, result, emit)
+            session.exit()
+            profile.run(spec, workspace, result, emit, deadline, session.device)
+            return
+        _run_tests(session, problem, seeds, spec, result, emit)
+        if spec.mode is Mode.TEST:
+            result.status = Status.PASSED
+            result.verdict = f"all {len(result.tests)} tests passed"
+            return
+        if nvml is not None:
+            result.system.sm_clock_mhz_before = nvml.sm_clock_mhz()
+        _run_benchmarks(session, problem, seeds, spec, result, emit, deadline)
+        if nvml is not None:
+            result.system.sm_clock_mhz_after = nvml.sm_clock_mhz()
+    finally:
+        session.exit()
+        child.finish()
+        session.close()
+        attach_output(result, child.stdout, child.stderr)
+
+
+def _run_tests(
+    session: Session, problem: Any, seeds: SeedPlan, spec: JobSpec, result: Result, emit: Emit
+) -> None:
+    from harness import fingerprint as fp
+
+    cases = spec.task.tests
+    total = len(cases)
+    first_failure = ""
+    emit(Progress("testing", 0, total))
+    for index, case in enumerate(cases):
+        kwargs = seeds.case(case, "test")
+        label = f"test {index + 1} of {total} ({describe_case(kwargs)})"
+        session.activity = f"in {label}"
+        session.start_run(kwargs)
+        data = _generate(problem, kwargs, session.device, label)
+        expected_print = fp.fingerprint(data)
+        shipped = session.collect(MAX_OUTPUT_PAYLOAD)
+        ok, message = _judge(problem, kwargs, data, expected_print, shipped, session.device, label)
+        result.tests.append(CaseResult(case=kwargs, passed=ok, message=message))
+        emit(Progress("testing", index + 1, total))
+        if not ok and not first_failure:
+            first_failure = f"{label} failed: {message}"
+    if first_failure:
+        raise RunEnded(Status.FAILED, first_failure)
+
+
+def _generate(problem: Any, kwargs: dict[str, Any], device: str, label: str) -> Any:
+    try:
+        return problem.generate(kwargs, device)
+    except Exception as exc:
+        raise RunEnded(
+            Status.ERROR,
+            f"the leaderboard's generate_input failed in {label}: {type(exc).__name__}: {exc}",
+        ) from None
+
+
+def _judge(
+    problem: Any,
+    kwargs: dict[str, Any],
+    data: Any,
+    expected_print: Any,
+    shipped: Shipped,
+    device: str,
+    label: str,
+) -> tuple[bool, str]:
+    from harness import checking
+    from harness import fingerprint as fp
+
+    if shipped.error:
+        return False, shipped.error
+    if not fp.same(shipped.fingerprint, expected_print):
+        again = fp.fingerprint(_generate(problem, kwargs, device, label))
+        if not fp.same(again, expected_print):
+            raise RunEnded(
+                Status.ERROR,
+                f"the leaderboard's generate_input is not deterministic ({label}): "
+                "the same seed gave different data",
+            )
+        return (
+            False,
+            "custom_kernel received inputs that differ from the generated ones "
+            "(tampered with before the call)",
+        )
+    try:
+        return checking.check_output(problem, data, shipped.output)
+    except checking.LeaderboardFault as exc:
+        raise RunEnded(Status.ERROR, f"the leaderboard's check failed in {label}: {exc}") from None
+
+
+def _run_benchmarks(
+    session: Session,
+    problem: Any,
+    seeds: SeedPlan,
+    spec: JobSpec,
+    result: Result,
+    emit: Emit,
+    deadline: float,
+) -> None:
+    from harness import benchmark
+
+    cases = spec.task.benchmarks
+    if not cases:
+        raise RunEnded(Status.ERROR, "the leaderboard defines no benchmarks")
+    ranked = spec.mode is Mode.RANKED
+    plan = benchmark.RANKED_PLAN if ranked else benchmark.BENCHMARK_PLAN
+    rng = random.Random(os.urandom(16))
+    medians: list[float] = []
+    emit(Progress("benchmarking", 0, len(cases)))
+    for index, case in enumerate(cases):
+        label = f"benchmark {index + 1} of {len(cases)} ({describe_case(case)})"
+        left = deadline - time.monotonic()
+        seconds = 0.85 * left / (len(cases) - index)
+        timing = benchmark.time_case(
+            session, problem, seeds, case, label, plan, seconds, spec.gpu, MAX_OUTPUT_PAYLOAD, rng
+        )
+        result.benchmarks.append(timing.result)
+        medians.append(timing.median_s)
+        emit(Progress("benchmarking", index + 1, len(cases)))
+    try:
+        result.score_s = scoring.combine(spec.task.ranking_by, medians)
+    except ValueError as exc:
+        raise RunEnded(Status.ERROR, f"cannot score this leaderboard: {exc}") from None
+    result.status = Status.PASSED
+    what = "ranked score" if ranked else "score"
+    result.verdict = (
+        f"all {len(result.tests)} tests passed; {what} {format_seconds(result.score_s)} "
+        f"({spec.task.ranking_by} of {len(medians)} benchmark medians)"
+    )

@@ -1,0 +1,193 @@
+"""The harness's side of the conversation with the submission's process.
+
+Each method sends one order and waits for its answer within the run's deadline. Anything that
+ends the run early (a crash, a timeout, an exception in the submission, a broken leaderboard)
+is raised as :class:`RunEnded` with the status and a one-line verdict naming what was running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from harness import transfer
+from harness.channel import ChannelClosed, ChannelTimeout, Message, ProtocolError
+from harness.process import Child, describe_exit
+from harness.spec import Status
+from harness.verdict import RunEnded
+
+MAX_STAGING = 16 << 30
+
+
+@dataclass
+class Timed:
+    event_ns: float
+    wall_ns: float
+    host_ns: float
+    window_ns: float  # the harness's own clock around the whole order
+
+
+@dataclass
+class Shipped:
+    output: Any  # None when ``error`` is set
+    fingerprint: Any
+    error: str = ""  # the output was not made of tensors
+
+
+class Session:
+    def __init__(self, child: Child, deadline: float, timeout_s: float, device: str) -> None:
+        self.child = child
+        self.deadline = deadline
+        self.timeout_s = timeout_s
+        self.device = device  # "cpu" or "cuda", set from the child's ready message
+        self.activity = "while starting"
+        self._staging: list[Any] = []  # every buffer lent out stays alive until the end
+        self._ipc_broken = False
+        self.info: dict[str, Any] = {}
+
+    def close(self) -> None:
+        for buffer in self._staging:
+            with contextlib.suppress(Exception):
+                buffer.close()
+        self._staging.clear()
+
+    # --- low level -------------------------------------------------------------------------
+
+    def _send(self, message: Message) -> None:
+        try:
+            self.child.channel.send(message)
+        except OSError:
+            self._raise_dead()
+
+    def _receive(self, max_payload: int = 0) -> tuple[Message, bytes]:
+        try:
+            message, payload = self.child.channel.recv(self.deadline, max_payload)
+        except ChannelTimeout:
+            raise RunEnded(
+                Status.TIMED_OUT, f"timed out after {self.timeout_s:.0f} s {self.activity}"
+            ) from None
+        except ChannelClosed:
+            self._raise_dead()
+        except ProtocolError as exc:
+            raise RunEnded(
+                Status.FAILED,
+                f"the submission wrote to the harness's private channel {self.activity} ({exc})",
+            ) from None
+        kind = message.get("msg")
+        error = str(message.get("error", ""))[:2000]
+        if kind == "exception":
+            what = {"oom": "ran out of memory", "cuda": "hit a CUDA error"}.get(
+                str(message.get("kind")), "raised an exception"
+            )
+            raise RunEnded(Status.CRASHED, f"the submission {what} {self.activity}: {error}")
+        if kind == "problem_error":
+            raise RunEnded(Status.ERROR, f"the leaderboard's code failed {self.activity}: {error}")
+        if kind == "internal_error":
+            raise RunEnded(Status.ERROR, f"harness error in the submission's process: {error}")
+        if kind == "load_error":
+            raise RunEnded(Status.COMPILE_ERROR, f"could not load the submission: {error}")
+        return message, payload
+
+    def _raise_dead(self) -> Any:
+        status = self.child.exit_status()
+        raise RunEnded(
+            Status.CRASHED, f"the submission's process {describe_exit(status)} {self.activity}"
+        )
+
+    def _expect(self, kind: str, max_payload: int = 0) -> tuple[Message, bytes]:
+        message, payload = self._receive(max_payload)
+        if message.get("msg") != kind:
+            raise RunEnded(
+                Status.FAILED,
+                f"the submission's process answered out of turn {self.activity} "
+                f"(expected {kind!r}, got {str(message.get('msg'))[:40]!r})",
+            )
+        return message, payload
+
+    # --- orders --------------------------------------------------------------------------------
+
+    def wait_ready(self) -> None:
+        self.activity = "while starting"
+        self._expect("loading")
+        self.activity = "while loading the submission"
+        message, _ = self._expect("ready")
+        self.device = "cuda" if str(message.get("device", "")).startswith("cuda") else "cpu"
+        info = message.get("info")
+        self.info = info if isinstance(info, dict) else {}
+
+    def start_run(self, kwargs: dict[str, Any]) -> None:
+        """Order a checked call; collect its output with :meth:`collect`."""
+        self._send({"op": "run", "kwargs": kwargs})
+
+    def collect(self, max_payload: int) -> Shipped:
+        while True:
+            message, payload = self._receive(max_payload)
+            kind = message.get("msg")
+            if kind == "bad_output":
+                return Shipped(None, None, str(message.get("error", "bad output"))[:600])
+            if kind == "need_staging":
+                self._lend_staging(message.get("nbytes"))
+                continue
+            if kind != "output":
+                raise RunEnded(
+                    Status.FAILED, f"the submission's process answered out of turn {self.activity}"
+                )
+            staging = self._staging[-1].tensor if self._staging and not self._ipc_broken else None
+            try:
+                output = transfer.unpack(
+                    message.get("tree"), message.get("placements"), payload, staging, self.device
+                )
+            except transfer.OutputError as exc:
+                raise RunEnded(
+                    Status.FAILED,
+                    f"the submission's process sent a malformed output {self.activity}: {exc}",
+                ) from None
+            return Shipped(output, message.get("fingerprint"))
+
+    def _lend_staging(self, nbytes: Any) -> None:
+        if not isinstance(nbytes, int) or nbytes <= 0 or nbytes > MAX_STAGING or self._ipc_broken:
+            self._send({"op": "no_staging"})
+            return
+        try:
+            from harness.cudaipc import SharedBuffer
+
+            free, _ = torch.cuda.mem_get_info()
+            if nbytes > free // 2:
+                raise MemoryError("not enough free GPU memory for a staging buffer")
+            buffer = SharedBuffer(max(nbytes, 1 << 20))
+        except Exception:
+            self._ipc_broken = True
+            self._send({"op": "no_staging"})
+            return
+        self._staging.append(buffer)
+        self._send({"op": "staging", "handle": buffer.handle_hex, "nbytes": buffer.nbytes})
+
+    def warm_up(self, kwargs: dict[str, Any], min_s: float, max_s: float) -> Message:
+        self._send({"op": "warmup", "kwargs": kwargs, "min_s": min_s, "max_s": max_s})
+        message, _ = self._expect("warm")
+        return message
+
+    def time_call(self, kwargs: dict[str, Any], noop: bool = False) -> Timed:
+        start = time.perf_counter_ns()
+        self._send({"op": "time", "kwargs": kwargs, "noop": noop})
+        message, _ = self._expect("timed")
+        window = float(time.perf_counter_ns() - start)
+        values = [message.get(key) for key in ("event_ns", "wall_ns", "host_ns")]
+        if not all(isinstance(v, int | float) and v == v and 0 <= v < 1e15 for v in values):
+            raise RunEnded(
+                Status.FAILED, f"the submission's process sent impossible timings {self.activity}"
+            )
+        event, wall, host = (float(v) for v in values)  # type: ignore[arg-type]
+        return Timed(event, wall, host, window)
+
+    def ship(self, max_payload: int) -> Shipped:
+        self._send({"op": "ship"})
+        return self.collect(max_payload)
+
+    def exit(self) -> None:
+        with contextlib.suppress(OSError):
+            self.child.channel.send({"op": "exit"})

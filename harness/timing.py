@@ -1,0 +1,199 @@
+"""Timing one call of ``custom_kernel``, inside the submission's process.
+
+Every primitive used here (the host clock, device synchronize, CUDA events, the sleep kernel,
+stream selection) is captured when this module's timer is built, which happens before the
+submission is imported: a submission that later replaces ``time.perf_counter_ns``,
+``torch.cuda.synchronize`` or ``torch.cuda.Event.elapsed_time`` changes nothing here. The
+captured CUDA functions are C-level methods of extension types, which Python code cannot
+patch. Deeper tampering (reaching into this module) is caught by the harness process, which
+cross-checks these readings against its own clock (see ``harness/benchmark.py``).
+
+One timed GPU call::
+
+    read-flush L2, synchronize          untimed: the kernel starts with a cold L2
+    t0; sleep kernel; start event       the sleep keeps the GPU busy while the host launches
+    call custom_kernel                  host launch time = t2 - t1
+    end event; synchronize device; t3   device-wide: work hidden on other streams is waited for
+
+The events measure GPU time only: the sleep hides Python's launch overhead (up to its length),
+which is what makes the median match Nsight Compute's kernel time for single-kernel
+submissions. ``wall = t3 - t0`` minus the same quantity for a no-op call exposes work that
+outlives the call on another stream or thread.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from harness import stats
+
+MIN_SLEEP_NS = 20_000
+MAX_SLEEP_NS = 1_000_000
+FLUSH_MIN_BYTES = 64 << 20
+
+
+@dataclass
+class Reading:
+    output: Any
+    event_ns: float  # GPU time between the events (host time on the CPU)
+    wall_ns: float  # host time from before the sleep to after the device synchronize
+    host_ns: float  # host time spent inside custom_kernel
+
+
+class CpuTimer:
+    """On the CPU the host clock is the only clock: all three readings are the same."""
+
+    def __init__(self) -> None:
+        self._now = time.perf_counter_ns
+        self.sleep_ns = 0.0
+
+    def synchronize(self) -> None:
+        return None
+
+    def time_call(self, function: Callable[[Any], Any], data: Any) -> Reading:
+        start = self._now()
+        output = function(data)
+        elapsed = float(self._now() - start)
+        return Reading(output, elapsed, elapsed, elapsed)
+
+    def set_sleep_for(self, host_ns: list[float]) -> None:
+        return None
+
+
+class CudaTimer:
+    def __init__(self, device_index: int) -> None:
+        c = torch._C
+        self._now = time.perf_counter_ns
+        self._synchronize: Callable[[], None] = c._cuda_synchronize
+        self._sleep: Callable[[int], None] = c._cuda_sleep
+        self._set_stream: Callable[..., None] = c._cuda_setStream
+        event_type: Any = c._CudaEventBase
+        self._record: Callable[[Any, Any], None] = event_type.record
+        self._elapsed_ms: Callable[[Any, Any], float] = event_type.elapsed_time
+        self._start = event_type(enable_timing=True)
+        self._end = event_type(enable_timing=True)
+        stream_id, device, device_type = c._cuda_getDefaultStream(device_index)
+        self._stream_ids = {
+            "stream_id": stream_id,
+            "device_index": device,
+            "device_type": device_type,
+        }
+        self._stream = torch.cuda.Stream(  # type: ignore[no-untyped-call]
+            stream_id=stream_id, device_index=device, device_type=device_type
+        )
+        tensor_base: Any = getattr(c, "TensorBase", None) or c._TensorBase
+        self._sum: Callable[[torch.Tensor], torch.Tensor] = tensor_base.sum
+        l2 = int(getattr(torch.cuda.get_device_properties(device_index), "L2_cache_size", 0) or 0)
+        # Twice the L2 size, read (not written): a read leaves only clean lines behind, so the
+        # timed kernel pays no write-back of the flush's own data.
+        self._flush_buffer = torch.ones(
+            max(2 * l2, FLUSH_MIN_BYTES) // 4, dtype=torch.float32, device=f"cuda:{device_index}"
+        )
+        self._cycles_per_ns = self._calibrate_sleep()
+        self.sleep_ns = float(MIN_SLEEP_NS)
+
+    def synchronize(self) -> None:
+        self._synchronize()
+
+    def _calibrate_sleep(self) -> float:
+        cycles = 200_000
+        rates = []
+        for _ in range(3):
+            self._synchronize()
+            self._record(self._start, self._stream)
+            self._sleep(cycles)
+            self._record(self._end, self._stream)
+            self._synchronize()
+            elapsed_ns = self._elapsed_ms(self._start, self._end) * 1e6
+            if elapsed_ns > 0:
+                rates.append(cycles / elapsed_ns)
+        return max(rates) if rates else 2.0
+
+    def set_sleep_for(self, host_ns: list[float]) -> None:
+        """Size the sleep to cover the submission's host-side launch time (its 90th percentile)."""
+        if not host_ns:
+            return
+        ordered = sorted(host_ns)
+        p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+        self.sleep_ns = float(min(MAX_SLEEP_NS, max(MIN_SLEEP_NS, 1.5 * p90 + MIN_SLEEP_NS)))
+
+    def time_call(self, function: Callable[[Any], Any], data: Any) -> Reading:
+        self._set_stream(**self._stream_ids)
+        self._sum(self._flush_buffer)
+        self._synchronize()
+        t0 = self._now()
+        self._sleep(int(self.sleep_ns * self._cycles_per_ns))
+        self._record(self._start, self._stream)
+        t1 = self._now()
+        output = function(data)
+        t2 = self._now()
+        self._record(self._end, self._stream)
+        self._synchronize()
+        t3 = self._now()
+        event_ns = self._elapsed_ms(self._start, self._end) * 1e6
+        return Reading(output, event_ns, float(t3 - t0), float(t2 - t1))
+
+
+Timer = CpuTimer | CudaTimer
+
+
+def make_timer(device: torch.device) -> Timer:
+    if device.type == "cuda":
+        return CudaTimer(device.index or 0)
+    return CpuTimer()
+
+
+@dataclass
+class Warmup:
+    calls: int
+    seconds: float
+    steady: bool
+    sleep_ns: float
+    median_ns: float
+
+
+def warm_up(
+    timer: Timer,
+    function: Callable[[Any], Any],
+    data: Any,
+    min_seconds: float,
+    max_seconds: float,
+) -> Warmup:
+    """Call until the per-call time is steady (the GPU clock has ramped up), within limits.
+
+    Steady means the medians of the last three batches of five calls agree within 2%. The
+    first calls also size the sleep that hides host launch overhead.
+    """
+    now = time.perf_counter
+    start = now()
+    host: list[float] = []
+    for _ in range(3):
+        reading = timer.time_call(function, data)
+        host.append(reading.host_ns)
+        del reading
+    timer.set_sleep_for(host)
+    calls = 3
+    batch_medians: list[float] = []
+    steady = False
+    while True:
+        batch = []
+        for _ in range(5):
+            reading = timer.time_call(function, data)
+            batch.append(reading.event_ns)
+            host.append(reading.host_ns)
+            del reading
+        calls += 5
+        batch_medians.append(stats.median(sorted(batch)))
+        if len(batch_medians) >= 3:
+            last = batch_medians[-3:]
+            steady = max(last) - min(last) <= 0.02 * max(min(last), 1.0)
+        elapsed = now() - start
+        if (steady and elapsed >= min_seconds) or elapsed >= max_seconds:
+            break
+    timer.set_sleep_for(host[-20:])
+    return Warmup(calls, now() - start, steady, timer.sleep_ns, batch_medians[-1])

@@ -1,0 +1,18 @@
+//!POPCORN leaderboard vectoradd_cuda
+// expect: fail
+// Wrong: computes a - b (a sign slip in the kernel).
+
+#include <cuda_fp16.h>
+
+#include "task.h"
+
+__global__ void add_kernel(const __half* a, const __half* b, __half* c, int64_t n) {
+    const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    if (i < n) c[i] = __hsub(a[i], b[i]);
+}
+
+void custom_kernel(const __half* a, const __half* b, __half* c, int64_t n) {
+    const int threads = 256;
+    const int64_t blocks = (n + threads - 1) / threads;
+    add_kernel<<<static_cast<unsigned int>(blocks), threads>>>(a, b, c, n);
+}

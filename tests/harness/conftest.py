@@ -1,0 +1,142 @@
+"""Helpers for the harness tests: build job specs from leaderboard folders, run the harness.
+
+``leaderboard_spec`` reads a task.yml the way the core does (pyyaml here; the harness itself
+never parses YAML). It is the single place to swap for the core's loader later.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.spec import GpuInfo, JobSpec, Mode, Progress, Result, TaskConfig, parse_line
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+LEADERBOARDS = FIXTURES / "leaderboards"
+SUBMISSIONS = FIXTURES / "submissions"
+
+
+def leaderboard_spec(
+    folder: Path,
+    submission: str,
+    mode: Mode | str = Mode.TEST,
+    *,
+    timeout_s: float | None = None,
+    device: str = "cpu",
+    secret_seed: int | None = None,
+    gpu: GpuInfo | None = None,
+    job_id: str = "job-1",
+) -> JobSpec:
+    """A job spec for ``submission`` (source text) on the leaderboard in ``folder``."""
+    mode = Mode(mode)
+    task = yaml.safe_load((folder / "task.yml").read_text())
+    files: dict[str, str] = {}
+    submission_name = "submission.py"
+    for entry in task.get("files", []):
+        if entry["source"] == "@SUBMISSION@":
+            submission_name = entry["name"]
+            files[entry["name"]] = submission
+        else:
+            files[entry["name"]] = (folder / entry["source"]).read_text()
+    config = task.get("config", {}) or {}
+    timeouts = {
+        Mode.TEST: task.get("test_timeout", 180),
+        Mode.BENCHMARK: task.get("benchmark_timeout", 180),
+        Mode.RANKED: task.get("ranked_timeout", 180),
+        Mode.PROFILE: task.get("benchmark_timeout", 180),
+    }
+    return JobSpec(
+        job_id=job_id,
+        mode=mode,
+        task=TaskConfig(
+            lang=task.get("lang", "py"),
+            main=config.get("main", "eval.py"),
+            sources=list(config.get("sources", [])),
+            include_dirs=list(config.get("include_dirs", [])),
+            defines={str(k): str(v) for k, v in (config.get("defines") or {}).items()},
+            compile_flags=list(config.get("compile_flags", [])),
+            tests=list(task.get("tests", [])),
+            benchmarks=list(task.get("benchmarks", [])),
+            ranking_by=task.get("ranking_by", "last"),
+        ),
+        files=files,
+        submission_name=submission_name,
+        timeout_s=float(timeout_s if timeout_s is not None else timeouts[mode]),
+        device=device,
+        gpu=gpu or GpuInfo(),
+        secret_seed=secret_seed if mode is Mode.RANKED else None,
+        result_key=secrets.token_hex(32),
+    )
+
+
+@dataclass
+class HarnessRun:
+    result: Result | None
+    progress: list[Progress] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    stderr: str = ""
+    returncode: int = 0
+    rejected: list[str] = field(default_factory=list)  # lines whose MAC did not verify
+
+    def outcome(self) -> Result:
+        assert self.result is not None, f"no result line; stderr:\n{self.stderr}"
+        return self.result
+
+
+def run_harness(
+    spec: JobSpec, *, wall_limit_s: float | None = None, env: dict[str, str] | None = None
+) -> HarnessRun:
+    """Run ``python -m harness`` as the runner does and parse what it prints."""
+    from harness.spec import SpecError
+
+    completed = subprocess.run(
+        [sys.executable, "-m", "harness"],
+        input=spec.to_json(),
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        timeout=wall_limit_s if wall_limit_s is not None else spec.timeout_s + 30,
+    )
+    run = HarnessRun(None, stderr=completed.stderr, returncode=completed.returncode)
+    for line in completed.stdout.splitlines():
+        run.lines.append(line)
+        try:
+            parsed = parse_line(line, spec.result_key)
+        except SpecError:
+            run.rejected.append(line)
+            continue
+        if isinstance(parsed, Progress):
+            run.progress.append(parsed)
+        elif isinstance(parsed, Result):
+            assert run.result is None, "more than one valid result line"
+            run.result = parsed
+    return run
+
+
+def submission(name: str) -> str:
+    path = SUBMISSIONS / name
+    return (path if path.exists() else path.with_name(name + ".txt")).read_text()
+
+
+def result_json(result: Result) -> dict[str, Any]:
+    parsed: dict[str, Any] = json.loads(result.to_json())
+    return parsed
+
+
+def run_many(specs: dict[str, JobSpec], workers: int = 3) -> dict[str, HarnessRun]:
+    """Run several harness jobs at once (each its own ``python -m harness``) to save wall time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {name: pool.submit(run_harness, spec) for name, spec in specs.items()}
+        return {name: future.result() for name, future in futures.items()}

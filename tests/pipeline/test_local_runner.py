@@ -1,0 +1,189 @@
+"""The local runner against real subprocesses: a fake harness that misbehaves on purpose, and
+the real ``python -m harness`` when it is there."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from core.runner import RunContext, RunnerError
+from harness.spec import GpuInfo, JobSpec, Mode, Progress, Result, Status, TaskConfig
+from runners.local import LocalRunner, detect_gpu, harness_env
+
+from .support import fake_harness
+
+pytestmark = pytest.mark.timeout(30)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def spec(job_id: int = 1) -> JobSpec:
+    return JobSpec(
+        job_id=str(job_id),
+        mode=Mode.TEST,
+        task=TaskConfig(tests=[{"size": 8, "seed": 1}]),
+        files={"submission.py": "def custom_kernel(data): return data"},
+        submission_name="submission.py",
+        timeout_s=5,
+        device="cpu",
+        result_key="ab" * 32,
+    )
+
+
+async def run(
+    runner: LocalRunner, limit_s: float = 20, job_id: int = 1
+) -> tuple[Result, list[Progress]]:
+    seen: list[Progress] = []
+
+    async def on_progress(event: Progress) -> None:
+        seen.append(event)
+
+    result = await runner.run(spec(job_id), RunContext(job_id, "cpu", limit_s), on_progress)
+    return result, seen
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A killed child of a still-running parent lingers as a zombie: that is dead too.
+    status = Path(f"/proc/{pid}/stat")
+    return status.exists() and status.read_text().split(") ")[1][0] != "Z"
+
+
+async def test_progress_and_the_signed_result_come_back() -> None:
+    result, seen = await run(LocalRunner(harness_command=fake_harness("pass"), gpu="cpu"))
+    assert [(p.phase, p.done) for p in seen] == [("compiling", 0), ("testing", 1), ("testing", 2)]
+    assert result.status is Status.PASSED and result.job_id == "1"
+
+
+async def test_no_secret_reaches_the_harness(monkeypatch: pytest.MonkeyPatch) -> None:
+    secrets = {
+        "DISCORD_TOKEN": "discord-secret",
+        "SLACK_BOT_TOKEN": "xoxb-secret",
+        "KERNELCUP_DATABASE_URL": "postgresql://u:pw@db/kc",
+        "AWS_SECRET_ACCESS_KEY": "aws-secret",
+        "MODAL_TOKEN_SECRET": "modal-secret",
+    }
+    for key, value in secrets.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    result, _ = await run(LocalRunner(harness_command=fake_harness("env"), gpu="cpu"))
+    env = json.loads(result.stdout)
+    assert not set(secrets) & set(env)
+    assert not any(value in json.dumps(env) for value in secrets.values())
+    assert env["CUDA_VISIBLE_DEVICES"] == "0" and env["PYTHONPATH"] == str(ROOT)
+    allowed = {"PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "LD_LIBRARY_PATH", "PYTHONPATH"}
+    allowed |= {"PYTHONUNBUFFERED", "LC_CTYPE"}  # LC_CTYPE: Python may set it on a C locale
+    assert {k for k in env if not k.startswith(("CUDA_", "NVIDIA_"))} <= allowed
+
+
+def test_the_environment_filter_keeps_only_what_the_harness_needs() -> None:
+    env = harness_env({"PATH": "/bin", "GITHUB_TOKEN": "t", "NVIDIA_VISIBLE_DEVICES": "all"})
+    assert env == {
+        "PATH": "/bin",
+        "NVIDIA_VISIBLE_DEVICES": "all",
+        "PYTHONPATH": str(ROOT),
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+async def test_a_result_with_a_bad_mac_is_rejected() -> None:
+    with pytest.raises(RunnerError, match="not written by the harness"):
+        await run(LocalRunner(harness_command=fake_harness("badmac"), gpu="cpu"))
+
+
+async def test_a_harness_that_exits_without_a_result_says_why() -> None:
+    with pytest.raises(RunnerError) as caught:
+        await run(LocalRunner(harness_command=fake_harness("crash"), gpu="cpu"))
+    message = str(caught.value)
+    assert "exited with code 3 without a result" in message and "RuntimeError: boom" in message
+    assert not caught.value.timed_out
+
+
+async def test_the_runner_limit_kills_a_hung_harness_and_its_children(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    runner = LocalRunner(harness_command=fake_harness("hang", str(pidfile)), gpu="cpu")
+    started = asyncio.get_running_loop().time()
+    with pytest.raises(RunnerError, match=r"runner limit of 1\.5 s") as caught:
+        await run(runner, limit_s=1.5)
+    assert caught.value.timed_out
+    assert asyncio.get_running_loop().time() - started < 5
+    pids = [int(pid) for pid in pidfile.read_text().split()]
+    assert len(pids) == 2
+    await asyncio.sleep(0.2)
+    assert not any(alive(pid) for pid in pids)
+
+
+async def test_cancel_kills_the_harness_tree(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    runner = LocalRunner(harness_command=fake_harness("hang", str(pidfile)), gpu="cpu")
+    running = asyncio.create_task(run(runner, job_id=7))
+    while not pidfile.exists():
+        await asyncio.sleep(0.02)
+    await runner.cancel(7)
+    with pytest.raises(RunnerError, match="cancelled"):
+        await running
+    await asyncio.sleep(0.2)
+    assert not any(alive(int(pid)) for pid in pidfile.read_text().split())
+
+
+async def test_a_harness_that_cannot_start_is_a_runner_error() -> None:
+    with pytest.raises(RunnerError, match="could not start the harness"):
+        await run(LocalRunner(harness_command=["/nonexistent/python"], gpu="cpu"))
+
+
+def fake_nvidia_smi(tmp_path: Path, output: str) -> list[str]:
+    script = tmp_path / "nvidia-smi"
+    script.write_text(f"#!/bin/sh\nprintf '{output}'\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return [str(script)]
+
+
+def test_the_gpu_is_named_as_in_the_registry_longest_match_first(tmp_path: Path) -> None:
+    registry = ["cpu", "H100", "H10", "A100", "H200"]
+    assert detect_gpu(registry, fake_nvidia_smi(tmp_path, "NVIDIA H100 80GB HBM3\\n")) == "H100"
+    assert detect_gpu(registry, fake_nvidia_smi(tmp_path, "Tesla T4\\n")) is None
+    assert detect_gpu(registry, ["/nonexistent/nvidia-smi"]) is None
+
+
+def test_without_a_gpu_the_local_runner_serves_cpu() -> None:
+    if detect_gpu(["H100", "H200", "A100", "L4", "T4", "B200"]) is not None:
+        pytest.skip("this machine has a GPU")
+    assert LocalRunner().gpus() == ["cpu"]
+
+
+@pytest.mark.skipif(
+    not (ROOT / "harness" / "__main__.py").exists(), reason="harness/__main__.py not written yet"
+)
+async def test_the_real_harness_passes_a_correct_solution_on_the_cpu() -> None:
+    from core.tasks import read_task_folder, task_config
+
+    board = ROOT / "leaderboards" / "vectoradd"
+    folder = read_task_folder(board)
+    config = task_config(folder.task)
+    config.tests, config.benchmarks = config.tests[:2], []
+    job = JobSpec(
+        job_id="1",
+        mode=Mode.TEST,
+        task=config,
+        files={**folder.files, "submission.py": (board / "solutions" / "pytorch.py").read_text()},
+        submission_name="submission.py",
+        timeout_s=60,
+        device="cpu",
+        gpu=GpuInfo(),
+        result_key="cd" * 32,
+    )
+    seen: list[Progress] = []
+
+    async def on_progress(event: Progress) -> None:
+        seen.append(event)
+
+    result = await LocalRunner(gpu="cpu").run(job, RunContext(1, "cpu", 90), on_progress)
+    assert (result.job_id, result.status) == ("1", Status.PASSED), result.verdict
+    assert ("testing", 2, 2) in [(p.phase, p.done, p.total) for p in seen]
