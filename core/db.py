@@ -166,7 +166,7 @@ def upgrade(engine_or_url: Engine | str | URL, revision: str = "head") -> None:
     engine = given or make_engine(url, poolclass=NullPool)
     try:
         with engine.begin() as connection:
-            if False:
+            if connection.dialect.name == "postgresql":
                 connection.execute(
                     text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY}
                 )
@@ -196,7 +196,7 @@ def _upgrade_sqlite_file(url: URL, revision: str) -> None:
 
     @event.listens_for(engine, "begin")
     def _begin(connection: Connection) -> None:
-        connection.exec_driver_sql("BEGIN")
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
 
     try:
         with engine.begin() as connection:

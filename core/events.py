@@ -153,9 +153,12 @@ def job_event(session: Session, job: Job, run_id: int | None = None) -> JobEvent
         position = queue_position(session, job)
     elif status is not JobStatus.RUNNING:
         phase, done, total = (Phase.DONE if status is JobStatus.SUCCEEDED else Phase.FAILED), 0, 0
-        run_id = run_id or session.exec(
-            select(Run.id).where(Run.job_id == job.id).order_by(col(Run.id).desc()).limit(1)
-        ).first()
+        run_id = (
+            run_id
+            or session.exec(
+                select(Run.id).where(Run.job_id == job.id).order_by(col(Run.id).desc()).limit(1)
+            ).first()
+        )
     return JobEvent(
         submission_id=job.submission_id,
         job_id=job.id,

@@ -28,14 +28,14 @@ from core.config import Settings
 from core.db import as_utc, session_scope
 from core.events import EventBus, JobEvent, Phase, follow, job_event, progress_text
 from core.jobspec import build_spec
-from core.models import Job, JobStatus, Run, Setting, Submission, utcnow
+from core.models import Job, JobStatus, Run, Submission, utcnow
 from core.runner import RunContext, Runner, RunnerError
+from core.switches import set_submissions_paused, submissions_paused
 from core.timeouts import runner_limit
 from harness.spec import JobSpec, Progress, Result, Status
 
 log = structlog.get_logger(__name__)
 
-PAUSED_KEY = "submissions_paused"
 STALE_HEARTBEATS = 3  # a worker silent this many heartbeat periods is taken for dead
 PROGRESS_WRITE_S = 0.5  # at most this often a progress event is written to the job's row
 LAST_RESORT_SLACK_S = 5.0  # runners enforce their own limit; this catches one that hangs
@@ -45,15 +45,12 @@ _UNCLAIMED = {"worker": None, "started_at": None, "heartbeat_at": None, "progres
 
 
 def is_paused(session: Session) -> bool:
-    row = session.get(Setting, PAUSED_KEY)
-    return row is not None and row.value == "true"
+    """Workers keep running what is queued; the submission service refuses new submissions."""
+    return submissions_paused(session)  # core.switches owns the stored value
 
 
 def set_paused(session: Session, paused: bool) -> None:
-    """Workers keep running what is queued; the submission service refuses new submissions."""
-    row = session.get(Setting, PAUSED_KEY) or Setting(key=PAUSED_KEY, value="")
-    row.value = "true" if paused else "false"
-    session.add(row)
+    set_submissions_paused(session, paused)
 
 
 def restart_failure(restarts: int) -> str:
@@ -87,6 +84,7 @@ class _Claim:
     spec: JobSpec | None
     error: str | None = None  # why no spec could be built
     run: Run | None = None  # the Run to store, less the result (filled in at claim time)
+    heartbeat: asyncio.Task[None] | None = None
     phase: str = Phase.COMPILING
     done: int = 0
     total: int = 0
@@ -120,8 +118,8 @@ class Pipeline:
             lane.gpus.append(gpu)
         self._tasks: list[asyncio.Task[None]] = []
         self._running: dict[int, asyncio.Task[None]] = {}
-        self._cancelled: set[int] = set()  # asked to cancel here
-        self._requeue: set[int] = set()  # stopped by `stop`: back to the queue
+        # Why a job's task was cancelled; any other reason (stop, loop shutdown) re-queues it.
+        self._cancelled: set[int] = set()  # `cancel` was asked here
         self._lost: set[int] = set()  # the row was taken from us (cancelled elsewhere, reaped)
         self._stopping = False
 
@@ -143,9 +141,8 @@ class Pipeline:
         running = list(self._running.values())
         if running:
             await asyncio.wait(running, timeout=drain_s)
-        for job_id, task in list(self._running.items()):
-            self._requeue.add(job_id)
-            task.cancel()
+        for task in list(self._running.values()):
+            task.cancel()  # re-queued by _on_cancelled
         if self._running:
             await asyncio.wait(list(self._running.values()))
         if self._tasks:
@@ -227,7 +224,7 @@ class Pipeline:
 
     def _release(self, lane: _Lane, job_id: int, _: object) -> None:
         self._running.pop(job_id, None)
-        for ids in (self._cancelled, self._requeue, self._lost):
+        for ids in (self._cancelled, self._lost):
             ids.discard(job_id)
         lane.slots.release()
 
@@ -244,7 +241,7 @@ class Pipeline:
         with structlog.contextvars.bound_contextvars(
             submission_id=claim.submission_id, job_id=claim.job_id
         ):
-            heartbeat = asyncio.create_task(self._heartbeat(claim))
+            claim.heartbeat = asyncio.create_task(self._heartbeat(claim))
             try:
                 self._publish(claim, status=RUNNING)
                 await self._refresh_positions()
@@ -255,7 +252,7 @@ class Pipeline:
                 log.exception("job failed inside the pipeline")
                 await self._finish(claim, JobStatus.FAILED, f"internal error: {exc!r}")
             finally:
-                heartbeat.cancel()
+                claim.heartbeat.cancel()
 
     async def _run_on_runner(self, lane: _Lane, claim: _Claim) -> None:
         if claim.spec is None:
@@ -288,18 +285,20 @@ class Pipeline:
                 await self._finish(claim, None, None, result)
 
     async def _on_cancelled(self, lane: _Lane, claim: _Claim) -> None:
-        """Stopped by `cancel`, by `stop`, or because the row is no longer ours."""
+        """Stopped by `cancel`, because the row is no longer ours, or by `stop` (re-queued)."""
+        if claim.heartbeat is not None:
+            claim.heartbeat.cancel()  # its next beat must not take this cleanup for a loss
         with suppress(Exception):
             await asyncio.wait_for(lane.runner.cancel(claim.job_id), 10)
         if claim.job_id in self._lost:
             log.warning("job taken over elsewhere; its run was stopped here")
-        elif claim.job_id in self._requeue:
+        elif claim.job_id in self._cancelled:
+            await self._finish(claim, JobStatus.CANCELLED, CANCELLED)
+        else:
             event = await asyncio.to_thread(self._requeue_row, claim.job_id)
             if event is not None:
                 self.bus.publish(event)
             log.info("job re-queued at shutdown")
-        else:
-            await self._finish(claim, JobStatus.CANCELLED, CANCELLED)
 
     async def _progress(self, claim: _Claim, progress: Progress) -> None:
         changed = progress.phase != claim.phase
@@ -335,6 +334,8 @@ class Pipeline:
         error: str | None,
         result: Result | None = None,
     ) -> None:
+        if claim.heartbeat is not None:
+            claim.heartbeat.cancel()  # a beat after this commit would read as a lost job
         event = await asyncio.to_thread(self._finish_row, claim, status, error, result)
         if event is None:
             log.warning("job was taken over elsewhere; its outcome here was dropped", status=status)
@@ -391,12 +392,13 @@ class Pipeline:
             if job is None or job.id is None:
                 return None
             taken = _Claim(job.id, job.submission_id, job.gpu, spec=None)
+            # Held here, so build_spec finds it in the session instead of asking again.
+            submission = session.get(Submission, job.submission_id)
             try:  # in the claim's transaction: one round trip less per job
                 taken.spec = build_spec(session, job, self.settings)
             except Exception as exc:
                 taken.error = f"the job could not be prepared: {exc}"
                 return taken
-            submission = session.get(Submission, job.submission_id)  # loaded by build_spec
             assert submission is not None
             taken.run = Run(
                 job_id=job.id,

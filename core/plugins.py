@@ -38,7 +38,9 @@ class AdapterFactory(Protocol):
 
 
 class RunnerFactory(Protocol):
-    def from_settings(self, name: str, settings: Settings) -> Runner: ...
+    """A runner class, built once per process as ``cls(settings)``."""
+
+    def __call__(self, settings: Settings) -> Runner: ...
 
 
 def load_runners(settings: Settings) -> dict[str, Runner]:
@@ -51,7 +53,14 @@ def load_runners(settings: Settings) -> dict[str, Runner]:
             f"the GPU registry names runner(s) {', '.join(sorted(missing))}, which no installed "
             f"package provides (entry point group {RUNNERS})"
         )
-    return {name: found[name].load().from_settings(name, settings) for name in sorted(wanted)}
+    runners: dict[str, Runner] = {}
+    for name in sorted(wanted):
+        factory: RunnerFactory = found[name].load()
+        runner = factory(settings)
+        if not isinstance(runner, Runner):
+            raise TypeError(f"runner {name} ({factory!r}) does not implement core.runner.Runner")
+        runners[name] = runner
+    return runners
 
 
 def load_adapters() -> dict[str, AdapterFactory]:

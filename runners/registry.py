@@ -34,24 +34,37 @@ def runner_classes() -> dict[str, RunnerFactory]:
     return found
 
 
+def load_runners(
+    settings: Settings, classes: Mapping[str, RunnerFactory] | None = None
+) -> dict[str, Runner]:
+    """Runner name -> runner, for each runner the GPU registry names (built once each)."""
+    classes = runner_classes() if classes is None else classes
+    built: dict[str, Runner] = {}
+    for name in dict.fromkeys(gpu.runner for gpu in settings.gpus.values()):
+        factory = classes.get(name)
+        if factory is None:
+            log.warning("no runner of this name is installed", runner=name)
+            continue
+        runner = factory(settings)
+        if not isinstance(runner, Runner):
+            raise TypeError(f"{factory!r} does not implement core.runner.Runner")
+        built[name] = runner
+    return built
+
+
+def runners_by_gpu(settings: Settings, runners: Mapping[str, Runner]) -> dict[str, Runner]:
+    """GPU name -> the runner the registry names for it, where that runner serves it here."""
+    served = {
+        gpu: runners[config.runner]
+        for gpu, config in settings.gpus.items()
+        if config.runner in runners and gpu in runners[config.runner].gpus()
+    }
+    log.info("runners ready", gpus={gpu: runner.name for gpu, runner in served.items()})
+    return served
+
+
 def build_runners(
     settings: Settings, classes: Mapping[str, RunnerFactory] | None = None
 ) -> dict[str, Runner]:
-    """GPU name -> the runner that serves it here, for ``core.jobs.Pipeline``."""
-    classes = runner_classes() if classes is None else classes
-    built: dict[str, Runner] = {}
-    served: dict[str, Runner] = {}
-    for gpu, config in settings.gpus.items():
-        runner = built.get(config.runner)
-        if runner is None:
-            factory = classes.get(config.runner)
-            if factory is None:
-                log.warning("no runner of this name is installed", runner=config.runner, gpu=gpu)
-                continue
-            runner = built[config.runner] = factory(settings)
-            if not isinstance(runner, Runner):
-                raise TypeError(f"{factory!r} does not implement core.runner.Runner")
-        if gpu in runner.gpus():
-            served[gpu] = runner
-    log.info("runners ready", gpus={gpu: runner.name for gpu, runner in served.items()})
-    return served
+    """GPU name -> runner, ready for ``core.jobs.Pipeline``."""
+    return runners_by_gpu(settings, load_runners(settings, classes))

@@ -61,7 +61,9 @@ def test_progress_counts_the_tests(runs: dict[str, HarnessRun]) -> None:
     assert [(p.phase, p.done, p.total) for p in progress][-1] == ("testing", 3, 3)
 
 
-def test_a_wrong_answer_names_the_first_failing_case_and_the_worst_element(runs: dict[str, HarnessRun]) -> None:
+def test_a_wrong_answer_names_the_first_failing_case_and_the_worst_element(
+    runs: dict[str, HarnessRun],
+) -> None:
     result = runs["wrong"].outcome()
     assert result.status is Status.FAILED
     assert result.verdict.startswith("test 1 of 3 (size=1, seed=11) failed")
@@ -81,7 +83,9 @@ def test_a_missing_custom_kernel_is_a_compile_error(runs: dict[str, HarnessRun])
     assert "defines no custom_kernel" in result.verdict
 
 
-def test_an_exception_is_a_crash_naming_the_case_with_its_traceback_in_stderr(runs: dict[str, HarnessRun]) -> None:
+def test_an_exception_is_a_crash_naming_the_case_with_its_traceback_in_stderr(
+    runs: dict[str, HarnessRun],
+) -> None:
     result = runs["raises"].outcome()
     assert result.status is Status.CRASHED
     assert "test 1 of 3 (size=1, seed=11)" in result.verdict
@@ -123,7 +127,9 @@ def test_out_of_memory_is_a_crash_that_says_so(runs: dict[str, HarnessRun]) -> N
     assert "ran out of memory" in result.verdict
 
 
-def test_nan_never_passes_even_when_the_leaderboard_check_would(runs: dict[str, HarnessRun]) -> None:
+def test_nan_never_passes_even_when_the_leaderboard_check_would(
+    runs: dict[str, HarnessRun],
+) -> None:
     result = runs["nan_output"].outcome()
     assert result.status is Status.FAILED
     assert "NaN" in result.verdict
@@ -135,7 +141,9 @@ def test_an_unwritten_output_buffer_holds_nan_and_fails(runs: dict[str, HarnessR
     assert "NaN" in result.verdict
 
 
-def test_memory_the_submission_allocates_but_never_writes_reads_as_nan(runs: dict[str, HarnessRun]) -> None:
+def test_memory_the_submission_allocates_but_never_writes_reads_as_nan(
+    runs: dict[str, HarnessRun],
+) -> None:
     result = runs["partly_written"].outcome()
     assert result.status is Status.FAILED
     assert "NaN" in result.verdict
@@ -165,7 +173,9 @@ def test_a_tensor_subclass_is_refused(runs: dict[str, HarnessRun]) -> None:
     assert "tensor subclass" in result.verdict
 
 
-def test_huge_stdout_is_capped_in_the_result_and_kept_as_a_file(runs: dict[str, HarnessRun]) -> None:
+def test_huge_stdout_is_capped_in_the_result_and_kept_as_a_file(
+    runs: dict[str, HarnessRun],
+) -> None:
     result = runs["huge_stdout"].outcome()
     assert result.status is Status.PASSED
     assert len(result.stdout) < 17 * 1024
@@ -175,24 +185,32 @@ def test_huge_stdout_is_capped_in_the_result_and_kept_as_a_file(runs: dict[str, 
     assert len(result.to_json()) < 2 * 1024 * 1024
 
 
-def test_an_older_string_returning_check_passes_a_correct_submission(runs: dict[str, HarnessRun]) -> None:
+def test_an_older_string_returning_check_passes_a_correct_submission(
+    runs: dict[str, HarnessRun],
+) -> None:
     result = runs["legacy_correct"].outcome()
     assert result.status is Status.PASSED
 
 
-def test_an_older_string_returning_check_fails_with_its_message(runs: dict[str, HarnessRun]) -> None:
+def test_an_older_string_returning_check_fails_with_its_message(
+    runs: dict[str, HarnessRun],
+) -> None:
     result = runs["legacy_wrong"].outcome()
     assert result.status is Status.FAILED
     assert "mismatch found" in result.verdict
 
 
-def test_a_problem_that_hard_codes_cuda_is_a_clear_error_on_the_cpu(runs: dict[str, HarnessRun]) -> None:
+def test_a_problem_that_hard_codes_cuda_is_a_clear_error_on_the_cpu(
+    runs: dict[str, HarnessRun],
+) -> None:
     result = runs["wild_cuda"].outcome()
     assert result.status is Status.ERROR
     assert "generate_input" in result.verdict
 
 
-def test_a_non_deterministic_generate_input_is_a_leaderboard_error(runs: dict[str, HarnessRun]) -> None:
+def test_a_non_deterministic_generate_input_is_a_leaderboard_error(
+    runs: dict[str, HarnessRun],
+) -> None:
     result = runs["nondeterministic"].outcome()
     assert result.status is Status.ERROR
     assert "not deterministic" in result.verdict

@@ -1,6 +1,6 @@
 """Two pipelines on one database (two engines: two connection pools, as two processes would
 have) never run the same job twice: PostgreSQL through FOR UPDATE SKIP LOCKED, SQLite through
-its single writer and the conditional update."""
+its single writer and the conditional update. ``engine`` runs each test on both databases."""
 
 from __future__ import annotations
 
@@ -62,25 +62,26 @@ async def run_two_pipelines(engine: Engine, jobs: int) -> None:
 
 
 @pytest.mark.postgres
-async def test_two_pipelines_on_one_postgresql_never_run_a_job_twice(pg_engine: Engine) -> None:
-    await run_two_pipelines(pg_engine, jobs=300)
+async def test_two_pipelines_on_one_postgresql_never_run_a_job_twice(engine: Engine) -> None:
+    await run_two_pipelines(engine, jobs=300)
 
 
 async def test_two_pipelines_on_one_sqlite_file_never_run_a_job_twice(
-    sqlite_engine: Engine,
+    engine: Engine,
 ) -> None:
-    await run_two_pipelines(sqlite_engine, jobs=150)
+    await run_two_pipelines(engine, jobs=150)
 
 
-@pytest.mark.postgres
-async def test_a_job_locked_by_another_claim_is_skipped_not_waited_for(pg_engine: Engine) -> None:
-    seed_leaderboard(pg_engine)
-    first, second = submit(pg_engine, count=2)
-    pipe = Pipeline(pg_engine, make_settings(), {"cpu": FakeRunner()}, poll_s=0.1)
-    with Session(pg_engine) as holder:  # another process mid-claim holds the oldest row
+async def test_a_job_locked_by_another_claim_is_skipped_not_waited_for(engine: Engine) -> None:
+    if engine.dialect.name != "postgresql":
+        pytest.skip("row locks (FOR UPDATE SKIP LOCKED) are PostgreSQL's; SQLite has one writer")
+    seed_leaderboard(engine)
+    first, second = submit(engine, count=2)
+    pipe = Pipeline(engine, make_settings(), {"cpu": FakeRunner()}, poll_s=0.1)
+    with Session(engine) as holder:  # another process mid-claim holds the oldest row
         holder.execute(update(Job).where(col(Job.id) == first).values(progress="held"))
         await pipe.start()
-        await wait_for_status(pg_engine, second, JobStatus.SUCCEEDED)
+        await wait_for_status(engine, second, JobStatus.SUCCEEDED)
         holder.rollback()
-    await wait_for_status(pg_engine, first, JobStatus.SUCCEEDED)
+    await wait_for_status(engine, first, JobStatus.SUCCEEDED)
     await pipe.stop()

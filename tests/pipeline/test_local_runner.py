@@ -14,8 +14,9 @@ import pytest
 from core.runner import RunContext, RunnerError
 from harness.spec import GpuInfo, JobSpec, Mode, Progress, Result, Status, TaskConfig
 from runners.local import LocalRunner, detect_gpu, harness_env
+from runners.registry import build_runners, load_runners, runners_by_gpu
 
-from .support import fake_harness
+from .support import fake_harness, make_settings
 
 pytestmark = pytest.mark.timeout(30)
 ROOT = Path(__file__).resolve().parents[2]
@@ -187,3 +188,17 @@ async def test_the_real_harness_passes_a_correct_solution_on_the_cpu() -> None:
     result = await LocalRunner(gpu="cpu").run(job, RunContext(1, "cpu", 90), on_progress)
     assert (result.job_id, result.status) == ("1", Status.PASSED), result.verdict
     assert ("testing", 2, 2) in [(p.phase, p.done, p.total) for p in seen]
+
+
+def test_the_registry_builds_runners_from_entry_points_and_maps_gpus() -> None:
+    settings = make_settings(runner="local")  # cpu and H100 both name the local runner
+    runners = load_runners(settings)
+    assert set(runners) == {"local"} and isinstance(runners["local"], LocalRunner)
+    by_gpu = runners_by_gpu(settings, runners)
+    # The local runner serves the one GPU it found (cpu here), not every GPU it is named for.
+    assert by_gpu == {gpu: runners["local"] for gpu in runners["local"].gpus()}
+    assert build_runners(settings).keys() == by_gpu.keys()
+
+
+def test_a_runner_named_in_config_but_not_installed_is_skipped() -> None:
+    assert load_runners(make_settings(runner="nowhere")) == {}

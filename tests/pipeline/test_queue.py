@@ -34,32 +34,32 @@ async def collect(pipe: Pipeline, submission_id: int) -> list[JobEvent]:
 
 
 async def test_jobs_start_oldest_first_within_the_runner_concurrency_limit(
-    sqlite_engine: Engine,
+    engine: Engine,
 ) -> None:
-    seed_leaderboard(sqlite_engine)
-    job_ids = submit(sqlite_engine, count=12)
+    seed_leaderboard(engine)
+    job_ids = submit(engine, count=12)
     gate = asyncio.Event()
     runner = FakeRunner(gate=gate)
-    pipe = pipeline(sqlite_engine, runner, concurrency=3)
+    pipe = pipeline(engine, runner, concurrency=3)
     await pipe.start()
     await asyncio.sleep(0.3)
     assert runner.started == job_ids[:3] and runner.running == 3  # the limit holds
     gate.set()
-    await wait_for_status(sqlite_engine, job_ids[-1], JobStatus.SUCCEEDED)
+    await wait_for_status(engine, job_ids[-1], JobStatus.SUCCEEDED)
     await pipe.stop()
     assert runner.started == job_ids
     assert runner.most_running == 3
-    assert {job(sqlite_engine, i).status for i in job_ids} == {JobStatus.SUCCEEDED}
+    assert {job(engine, i).status for i in job_ids} == {JobStatus.SUCCEEDED}
 
 
-async def test_a_result_is_stored_as_a_run_and_the_job_succeeds(sqlite_engine: Engine) -> None:
-    seed_leaderboard(sqlite_engine)
-    [job_id] = submit(sqlite_engine)
-    pipe = pipeline(sqlite_engine, FakeRunner(status=Status.FAILED))
+async def test_a_result_is_stored_as_a_run_and_the_job_succeeds(engine: Engine) -> None:
+    seed_leaderboard(engine)
+    [job_id] = submit(engine)
+    pipe = pipeline(engine, FakeRunner(status=Status.FAILED))
     await pipe.start()
-    done = await wait_for_status(sqlite_engine, job_id, JobStatus.SUCCEEDED)
+    done = await wait_for_status(engine, job_id, JobStatus.SUCCEEDED)
     await pipe.stop()
-    with Session(sqlite_engine) as session:
+    with Session(engine) as session:
         run = session.exec(select(Run).where(Run.job_id == job_id)).one()
     assert (run.passed, run.score, run.gpu, run.mode) == (False, 0.002, "cpu", "test")
     assert json.loads(run.result_json)["status"] == "failed"
@@ -67,23 +67,23 @@ async def test_a_result_is_stored_as_a_run_and_the_job_succeeds(sqlite_engine: E
 
 
 async def test_wake_starts_a_new_submission_without_waiting_for_the_poll(
-    sqlite_engine: Engine,
+    engine: Engine,
 ) -> None:
-    seed_leaderboard(sqlite_engine)
-    pipe = pipeline(sqlite_engine, FakeRunner(), poll_s=30)
+    seed_leaderboard(engine)
+    pipe = pipeline(engine, FakeRunner(), poll_s=30)
     await pipe.start()
     await asyncio.sleep(0.1)  # idle, waiting up to 30 s
-    [job_id] = submit(sqlite_engine)
+    [job_id] = submit(engine)
     pipe.wake()
-    await wait_for_status(sqlite_engine, job_id, JobStatus.SUCCEEDED, timeout=2)
+    await wait_for_status(engine, job_id, JobStatus.SUCCEEDED, timeout=2)
     await pipe.stop()
 
 
-async def test_progress_events_reach_follow_in_order(sqlite_engine: Engine) -> None:
-    seed_leaderboard(sqlite_engine)
-    [job_id] = submit(sqlite_engine)
+async def test_progress_events_reach_follow_in_order(engine: Engine) -> None:
+    seed_leaderboard(engine)
+    [job_id] = submit(engine)
     progress = [Progress("compiling"), Progress("testing", 1, 2), Progress("testing", 2, 2)]
-    pipe = pipeline(sqlite_engine, FakeRunner(progress=[*progress, Progress("benchmarking", 1, 1)]))
+    pipe = pipeline(engine, FakeRunner(progress=[*progress, Progress("benchmarking", 1, 1)]))
     following = asyncio.create_task(collect(pipe, submission_id=1))
     await asyncio.sleep(0.1)
     await pipe.start()
@@ -100,28 +100,28 @@ async def test_progress_events_reach_follow_in_order(sqlite_engine: Engine) -> N
     ]
     last = events[-1]
     assert last.finished and last.status == JobStatus.SUCCEEDED and last.job_id == job_id
-    with Session(sqlite_engine) as session:
+    with Session(engine) as session:
         assert session.exec(select(Run.id).where(Run.job_id == job_id)).one() == last.run_id
 
 
-async def test_following_a_finished_submission_ends_at_once(sqlite_engine: Engine) -> None:
-    seed_leaderboard(sqlite_engine)
-    [job_id] = submit(sqlite_engine)
-    pipe = pipeline(sqlite_engine, FakeRunner())
+async def test_following_a_finished_submission_ends_at_once(engine: Engine) -> None:
+    seed_leaderboard(engine)
+    [job_id] = submit(engine)
+    pipe = pipeline(engine, FakeRunner())
     await pipe.start()
-    await wait_for_status(sqlite_engine, job_id, JobStatus.SUCCEEDED)
+    await wait_for_status(engine, job_id, JobStatus.SUCCEEDED)
     await pipe.stop()
     events = await asyncio.wait_for(collect(pipe, 1), 2)
     assert [(e.phase, e.finished, e.run_id is not None) for e in events] == [("done", True, True)]
     assert await asyncio.wait_for(collect(pipe, 999), 2) == []
 
 
-async def test_follow_sees_jobs_run_by_another_process(sqlite_engine: Engine) -> None:
-    seed_leaderboard(sqlite_engine)
-    [job_id] = submit(sqlite_engine)
+async def test_follow_sees_jobs_run_by_another_process(engine: Engine) -> None:
+    seed_leaderboard(engine)
+    [job_id] = submit(engine)
     gate = asyncio.Event()
-    worker = pipeline(sqlite_engine, FakeRunner(gate=gate, progress=[Progress("testing", 1, 3)]))
-    watcher = Pipeline(sqlite_engine, make_settings(), {}, bus=EventBus())  # runs nothing
+    worker = pipeline(engine, FakeRunner(gate=gate, progress=[Progress("testing", 1, 3)]))
+    watcher = Pipeline(engine, make_settings(), {}, bus=EventBus())  # runs nothing
     seen: list[JobEvent] = []
 
     async def watch() -> None:
@@ -143,13 +143,13 @@ async def test_follow_sees_jobs_run_by_another_process(sqlite_engine: Engine) ->
     assert seen[-1].job_id == job_id and seen[-1].run_id is not None
 
 
-async def test_queue_positions_are_announced_and_refreshed(sqlite_engine: Engine) -> None:
-    seed_leaderboard(sqlite_engine)
-    first, _, third = submit(sqlite_engine, count=3)
+async def test_queue_positions_are_announced_and_refreshed(engine: Engine) -> None:
+    seed_leaderboard(engine)
+    first, _, third = submit(engine, count=3)
     gate = asyncio.Event()
-    pipe = pipeline(sqlite_engine, FakeRunner(gate=gate))
+    pipe = pipeline(engine, FakeRunner(gate=gate))
     await pipe.start()
-    await wait_for_status(sqlite_engine, first, JobStatus.RUNNING)
+    await wait_for_status(engine, first, JobStatus.RUNNING)
     assert await pipe.queue_position(first) is None
     assert await pipe.queue_position(third) == 2
     following = asyncio.create_task(collect(pipe, 3))
@@ -162,48 +162,48 @@ async def test_queue_positions_are_announced_and_refreshed(sqlite_engine: Engine
     assert events[-1].phase == "done"
 
 
-async def test_cancelling_a_queued_job_is_immediate(sqlite_engine: Engine) -> None:
-    seed_leaderboard(sqlite_engine)
-    first, second = submit(sqlite_engine, count=2)
+async def test_cancelling_a_queued_job_is_immediate(engine: Engine) -> None:
+    seed_leaderboard(engine)
+    first, second = submit(engine, count=2)
     gate = asyncio.Event()
     runner = FakeRunner(gate=gate)
-    pipe = pipeline(sqlite_engine, runner)
+    pipe = pipeline(engine, runner)
     await pipe.start()
-    await wait_for_status(sqlite_engine, first, JobStatus.RUNNING)
+    await wait_for_status(engine, first, JobStatus.RUNNING)
     assert await pipe.cancel(second) is True
-    assert job(sqlite_engine, second).status == JobStatus.CANCELLED
+    assert job(engine, second).status == JobStatus.CANCELLED
     gate.set()
-    await wait_for_status(sqlite_engine, first, JobStatus.SUCCEEDED)
+    await wait_for_status(engine, first, JobStatus.SUCCEEDED)
     await asyncio.sleep(0.2)
     await pipe.stop()
     assert runner.started == [first]
     assert await pipe.cancel(second) is False  # already finished
 
 
-async def test_cancelling_a_running_job_goes_through_its_runner(sqlite_engine: Engine) -> None:
-    seed_leaderboard(sqlite_engine)
-    [job_id] = submit(sqlite_engine)
+async def test_cancelling_a_running_job_goes_through_its_runner(engine: Engine) -> None:
+    seed_leaderboard(engine)
+    [job_id] = submit(engine)
     runner = FakeRunner(gate=asyncio.Event())
-    pipe = pipeline(sqlite_engine, runner)
+    pipe = pipeline(engine, runner)
     await pipe.start()
-    await wait_for_status(sqlite_engine, job_id, JobStatus.RUNNING)
+    await wait_for_status(engine, job_id, JobStatus.RUNNING)
     assert await pipe.cancel(job_id) is True
-    row = job(sqlite_engine, job_id)
+    row = job(engine, job_id)
     await pipe.stop()
     assert (row.status, row.error) == (JobStatus.CANCELLED, "cancelled on request")
     assert runner.cancelled == [job_id]
 
 
 async def test_a_job_cancelled_by_another_process_is_stopped_at_the_next_heartbeat(
-    sqlite_engine: Engine,
+    engine: Engine,
 ) -> None:
-    seed_leaderboard(sqlite_engine)
-    [job_id] = submit(sqlite_engine)
+    seed_leaderboard(engine)
+    [job_id] = submit(engine)
     runner = FakeRunner(gate=asyncio.Event())
-    pipe = pipeline(sqlite_engine, runner)
-    other = Pipeline(sqlite_engine, make_settings(), {})
+    pipe = pipeline(engine, runner)
+    other = Pipeline(engine, make_settings(), {})
     await pipe.start()
-    await wait_for_status(sqlite_engine, job_id, JobStatus.RUNNING)
+    await wait_for_status(engine, job_id, JobStatus.RUNNING)
     assert await other.cancel(job_id) is True
     for _ in range(50):
         if runner.cancelled:
@@ -211,19 +211,19 @@ async def test_a_job_cancelled_by_another_process_is_stopped_at_the_next_heartbe
         await asyncio.sleep(0.05)
     await pipe.stop()
     assert runner.cancelled == [job_id]
-    assert job(sqlite_engine, job_id).status == JobStatus.CANCELLED
+    assert job(engine, job_id).status == JobStatus.CANCELLED
 
 
 async def test_stop_requeues_unfinished_jobs_without_spending_an_attempt(
-    sqlite_engine: Engine,
+    engine: Engine,
 ) -> None:
-    seed_leaderboard(sqlite_engine)
-    [job_id] = submit(sqlite_engine)
-    pipe = pipeline(sqlite_engine, FakeRunner(gate=asyncio.Event()))
+    seed_leaderboard(engine)
+    [job_id] = submit(engine)
+    pipe = pipeline(engine, FakeRunner(gate=asyncio.Event()))
     await pipe.start()
-    await wait_for_status(sqlite_engine, job_id, JobStatus.RUNNING)
+    await wait_for_status(engine, job_id, JobStatus.RUNNING)
     await pipe.stop(drain_s=0.1)
-    row = job(sqlite_engine, job_id)
+    row = job(engine, job_id)
     assert (row.status, row.attempts, row.worker) == (JobStatus.QUEUED, 0, None)
 
 
@@ -246,37 +246,37 @@ class BrokenRunner(FakeRunner):
     ],
 )
 async def test_a_runner_error_finishes_the_job_with_its_message(
-    sqlite_engine: Engine, error: RunnerError, status: JobStatus
+    engine: Engine, error: RunnerError, status: JobStatus
 ) -> None:
-    seed_leaderboard(sqlite_engine)
-    [job_id] = submit(sqlite_engine)
-    pipe = pipeline(sqlite_engine, BrokenRunner(error))
+    seed_leaderboard(engine)
+    [job_id] = submit(engine)
+    pipe = pipeline(engine, BrokenRunner(error))
     await pipe.start()
-    row = await wait_for_status(sqlite_engine, job_id, status)
+    row = await wait_for_status(engine, job_id, status)
     await pipe.stop()
     assert row.error == str(error)
 
 
 async def test_a_harness_timeout_result_marks_the_job_timed_out_and_keeps_the_run(
-    sqlite_engine: Engine,
+    engine: Engine,
 ) -> None:
-    seed_leaderboard(sqlite_engine)
-    [job_id] = submit(sqlite_engine)
-    pipe = pipeline(sqlite_engine, FakeRunner(status=Status.TIMED_OUT))
+    seed_leaderboard(engine)
+    [job_id] = submit(engine)
+    pipe = pipeline(engine, FakeRunner(status=Status.TIMED_OUT))
     await pipe.start()
-    row = await wait_for_status(sqlite_engine, job_id, JobStatus.TIMED_OUT)
+    row = await wait_for_status(engine, job_id, JobStatus.TIMED_OUT)
     await pipe.stop()
     assert row.error == "verdict"
-    with Session(sqlite_engine) as session:
+    with Session(engine) as session:
         assert session.exec(select(Run).where(Run.job_id == job_id)).one().passed is False
 
 
-async def test_a_job_whose_leaderboard_is_unreadable_fails_clearly(sqlite_engine: Engine) -> None:
-    seed_leaderboard(sqlite_engine, files=[])  # no @SUBMISSION@ entry
-    [job_id] = submit(sqlite_engine)
-    pipe = pipeline(sqlite_engine, FakeRunner())
+async def test_a_job_whose_leaderboard_is_unreadable_fails_clearly(engine: Engine) -> None:
+    seed_leaderboard(engine, files=[])  # no @SUBMISSION@ entry
+    [job_id] = submit(engine)
+    pipe = pipeline(engine, FakeRunner())
     await pipe.start()
-    row = await wait_for_status(sqlite_engine, job_id, JobStatus.FAILED)
+    row = await wait_for_status(engine, job_id, JobStatus.FAILED)
     await pipe.stop()
     assert row.error is not None and row.error.startswith("the job could not be prepared")
 
@@ -291,56 +291,56 @@ def leave_running(engine: Engine, job_id: int, worker: str, attempts: int, age_s
 
 
 async def test_recovery_requeues_a_dead_workers_job_once_then_fails_it(
-    sqlite_engine: Engine,
+    engine: Engine,
 ) -> None:
-    seed_leaderboard(sqlite_engine)
-    retried, given_up, alive = submit(sqlite_engine, count=3)
-    leave_running(sqlite_engine, retried, "ghost", attempts=1, age_s=60)
-    leave_running(sqlite_engine, given_up, "ghost", attempts=2, age_s=60)
-    leave_running(sqlite_engine, alive, "busy-elsewhere", attempts=1, age_s=0)
-    pipe = pipeline(sqlite_engine, FakeRunner())
+    seed_leaderboard(engine)
+    retried, given_up, alive = submit(engine, count=3)
+    leave_running(engine, retried, "ghost", attempts=1, age_s=60)
+    leave_running(engine, given_up, "ghost", attempts=2, age_s=60)
+    leave_running(engine, alive, "busy-elsewhere", attempts=1, age_s=0)
+    pipe = pipeline(engine, FakeRunner())
     recovery = await pipe.recover()
     assert (recovery.requeued, recovery.failed) == ([retried], [given_up])
     await pipe.start()
-    await wait_for_status(sqlite_engine, retried, JobStatus.SUCCEEDED)
+    await wait_for_status(engine, retried, JobStatus.SUCCEEDED)
     await pipe.stop()
-    failed = job(sqlite_engine, given_up)
+    failed = job(engine, given_up)
     assert (failed.status, failed.error) == (JobStatus.FAILED, restart_failure(2))
     assert "restarted twice" in restart_failure(2) and "please resubmit" in restart_failure(2)
-    assert job(sqlite_engine, alive).status == JobStatus.RUNNING  # its worker is alive
+    assert job(engine, alive).status == JobStatus.RUNNING  # its worker is alive
 
 
 async def test_recovery_at_start_takes_back_our_own_previous_lifes_jobs(
-    sqlite_engine: Engine,
+    engine: Engine,
 ) -> None:
-    seed_leaderboard(sqlite_engine)
-    [job_id] = submit(sqlite_engine)
-    leave_running(sqlite_engine, job_id, "bot-1", attempts=1, age_s=0)
-    pipe = pipeline(sqlite_engine, FakeRunner(), worker_id="bot-1")
+    seed_leaderboard(engine)
+    [job_id] = submit(engine)
+    leave_running(engine, job_id, "bot-1", attempts=1, age_s=0)
+    pipe = pipeline(engine, FakeRunner(), worker_id="bot-1")
     await pipe.start()
-    row = await wait_for_status(sqlite_engine, job_id, JobStatus.SUCCEEDED)
+    row = await wait_for_status(engine, job_id, JobStatus.SUCCEEDED)
     await pipe.stop()
     assert row.attempts == 2
 
 
-def test_the_pause_switch_is_shared_through_the_database(sqlite_engine: Engine) -> None:
-    with session_scope(sqlite_engine) as session:
+def test_the_pause_switch_is_shared_through_the_database(engine: Engine) -> None:
+    with session_scope(engine) as session:
         assert is_paused(session) is False
         set_paused(session, True)
-    with session_scope(sqlite_engine) as session:
+    with session_scope(engine) as session:
         assert is_paused(session) is True
         set_paused(session, False)
-    with session_scope(sqlite_engine) as session:
+    with session_scope(engine) as session:
         assert is_paused(session) is False
 
 
 @pytest.mark.parametrize(("mode", "gpu"), [("test", "cpu"), ("ranked", "H100")])
 def test_the_spec_carries_the_task_files_and_the_submission(
-    sqlite_engine: Engine, mode: str, gpu: str
+    engine: Engine, mode: str, gpu: str
 ) -> None:
-    seed_leaderboard(sqlite_engine, ranked_timeout=42)
-    [job_id] = submit(sqlite_engine, gpus=[gpu], mode=mode)
-    with Session(sqlite_engine) as session:
+    seed_leaderboard(engine, ranked_timeout=42)
+    [job_id] = submit(engine, gpus=[gpu], mode=mode)
+    with Session(engine) as session:
         row = session.get(Job, job_id)
         assert row is not None
         spec = build_spec(session, row, make_settings())

@@ -1,4 +1,6 @@
-"""A bot process SIGKILLed mid-job: the next one finishes the job or fails it clearly."""
+"""A bot process SIGKILLed mid-job: the next one finishes the job or fails it clearly.
+
+Real processes on a real database (SQLite file and PostgreSQL, through ``database_url``)."""
 
 from __future__ import annotations
 
@@ -24,10 +26,7 @@ WORKER = Path(__file__).with_name("worker_process.py")
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def start_bot(
-    db_path: Path, worker_id: str, behaviour: str, pidfile: Path
-) -> subprocess.Popen[bytes]:
-    url = f"sqlite:///{db_path}"
+def start_bot(url: str, worker_id: str, behaviour: str, pidfile: Path) -> subprocess.Popen[bytes]:
     command = [sys.executable, str(WORKER), url, worker_id, behaviour, str(pidfile)]
     return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
@@ -57,34 +56,34 @@ def runs(engine: Engine, job_id: int) -> list[Run]:
 
 
 def test_a_job_killed_with_its_bot_is_rerun_by_the_next_bot(
-    sqlite_engine: Engine, db_path: Path, tmp_path: Path
+    engine: Engine, database_url: str, tmp_path: Path
 ) -> None:
-    seed_leaderboard(sqlite_engine)
-    [job_id] = submit(sqlite_engine, runner="local")
-    kill_mid_job(start_bot(db_path, "bot-1", "slow", tmp_path / "a"), tmp_path / "a")
-    assert job(sqlite_engine, job_id).status == JobStatus.RUNNING  # as the dead bot left it
+    seed_leaderboard(engine)
+    [job_id] = submit(engine, runner="local")
+    kill_mid_job(start_bot(database_url, "bot-1", "slow", tmp_path / "a"), tmp_path / "a")
+    assert job(engine, job_id).status == JobStatus.RUNNING  # as the dead bot left it
 
-    finish(start_bot(db_path, "bot-1", "pass", tmp_path / "b"))
-    row = job(sqlite_engine, job_id)
+    finish(start_bot(database_url, "bot-1", "pass", tmp_path / "b"))
+    row = job(engine, job_id)
     assert (row.status, row.attempts, row.error) == (JobStatus.SUCCEEDED, 2, None)
-    assert [run.passed for run in runs(sqlite_engine, job_id)] == [True]
+    assert [run.passed for run in runs(engine, job_id)] == [True]
 
 
 def test_a_job_whose_bot_dies_twice_fails_with_a_clear_message(
-    sqlite_engine: Engine, db_path: Path, tmp_path: Path
+    engine: Engine, database_url: str, tmp_path: Path
 ) -> None:
-    seed_leaderboard(sqlite_engine)
-    [job_id] = submit(sqlite_engine, runner="local")
+    seed_leaderboard(engine)
+    [job_id] = submit(engine, runner="local")
     # Worker ids from host and pid ("-"): the next bot knows the job by its stale heartbeat.
-    kill_mid_job(start_bot(db_path, "-", "slow", tmp_path / "a"), tmp_path / "a")
-    kill_mid_job(start_bot(db_path, "-", "slow", tmp_path / "b"), tmp_path / "b")
-    assert job(sqlite_engine, job_id).attempts == 2
+    kill_mid_job(start_bot(database_url, "-", "slow", tmp_path / "a"), tmp_path / "a")
+    kill_mid_job(start_bot(database_url, "-", "slow", tmp_path / "b"), tmp_path / "b")
+    assert job(engine, job_id).attempts == 2
 
-    finish(start_bot(db_path, "-", "pass", tmp_path / "c"))
-    row = job(sqlite_engine, job_id)
+    finish(start_bot(database_url, "-", "pass", tmp_path / "c"))
+    row = job(engine, job_id)
     assert (row.status, row.error) == (JobStatus.FAILED, restart_failure(2))
     assert row.error == (
         "the bot restarted twice while this job ran; it was not retried again — please resubmit"
     )
-    assert runs(sqlite_engine, job_id) == []
+    assert runs(engine, job_id) == []
     assert not (tmp_path / "c").exists()  # it was not run a third time

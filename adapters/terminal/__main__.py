@@ -1,0 +1,3 @@
+from adapters.terminal.cli import main
+
+main()

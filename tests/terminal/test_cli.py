@@ -1,0 +1,74 @@
+"""The ``kernelcup`` command as a script uses it: a real process on a real database."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+KERNELCUP = [sys.executable, "-m", "adapters.terminal"]
+
+
+def kernelcup(tmp_path: Path, *args: str, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {
+        **os.environ,
+        "KERNELCUP_DATABASE_URL": f"sqlite:///{tmp_path}/kernelcup.db",
+        "KERNELCUP_LEADERBOARDS_DIR": str(ROOT / "leaderboards"),
+        "KERNELCUP_USER": "tester",
+        "COLUMNS": "200",
+        **env,
+    }
+    return subprocess.run([*KERNELCUP, *args], cwd=tmp_path, env=environ, input=stdin, text=True,
+                          capture_output=True, timeout=240)
+
+
+def test_list_on_a_fresh_install_shows_the_shipped_leaderboards(tmp_path: Path) -> None:
+    done = kernelcup(tmp_path, "list")
+    assert done.returncode == 0, done.stderr
+    for name in ("identity", "vectoradd", "matmul"):
+        assert name in done.stdout
+
+
+def test_submit_exits_zero_only_when_every_job_passed(tmp_path: Path) -> None:
+    good = kernelcup(tmp_path, "submit", "test", str(ROOT / "leaderboards/identity/solutions/pytorch.py"))
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "✅" in good.stdout and "tests passed" in good.stdout
+    bad = kernelcup(tmp_path, "submit", "test", str(ROOT / "leaderboards/identity/solutions/wrong_offbyone.py"))
+    assert bad.returncode == 1
+    assert "❌" in bad.stdout
+
+
+def test_a_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    done = kernelcup(tmp_path, "submit", "test", "nowhere.py")
+    assert done.returncode == 1
+    assert "There is no file nowhere.py" in done.stderr
+
+
+def test_an_unreachable_database_is_one_line_without_the_password(tmp_path: Path) -> None:
+    done = kernelcup(tmp_path, "list",
+                     KERNELCUP_DATABASE_URL="postgresql+psycopg://kc:hunter2@127.0.0.1:1/kernelcup")
+    assert done.returncode == 3
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    assert "127.0.0.1:1" in lines[0] and "hunter2" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_console_chat_runs_the_same_slash_commands(tmp_path: Path) -> None:
+    solution = ROOT / "leaderboards/identity/solutions/pytorch.py"
+    script = f"/leaderboard list\n/leaderboard submit test {solution}\n/leaderboard nonsense\n"
+    done = kernelcup(tmp_path, "serve", stdin=script)
+    assert done.returncode == 0, done.stderr
+    assert "vectoradd" in done.stdout  # the list
+    assert "accepted" in done.stdout and "tests passed" in done.stdout  # followed to the end
+    assert "There is no command 'nonsense'" in done.stdout
+
+
+@pytest.mark.parametrize("command", ["--help", "admin --help", "submit --help"])
+def test_help_is_generated_from_the_command_registry(tmp_path: Path, command: str) -> None:
+    done = kernelcup(tmp_path, *command.split())
+    assert done.returncode == 0
+    assert "Usage" in done.stdout
