@@ -6,12 +6,15 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import datetime
+from typing import Any
 
 import structlog
 from sqlalchemy.engine import Engine
 from sqlmodel import select
 
-from core.commands.registry import coerce_args, find_command
+from core.announcements import Announcements
+from core.commands.registry import Kind, coerce_args, find_command
+from core.completion import complete
 from core.config import Settings
 from core.db import session_scope
 from core.errors import UserError
@@ -23,6 +26,7 @@ from core.models import Leaderboard, utcnow
 from core.permissions import allows, role_of
 from core.report import submission_reply
 from core.runner import Runner
+from core.submissions import NeedsGpuChoice
 
 log = structlog.get_logger("kernelcup.app")
 
@@ -41,6 +45,7 @@ class Kernelcup:
         self.runners = dict(runners)
         self.clock = clock
         self.pipeline = Pipeline(engine, settings, self._runner_by_gpu(), clock=clock)
+        self.announcements = Announcements(settings)
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def now(self) -> datetime:
@@ -91,6 +96,10 @@ class Kernelcup:
                 )
             request.args = coerce_args(cmd, request.args)
             reply = await asyncio.to_thread(cmd.handler, self, request)
+        except NeedsGpuChoice as exc:
+            reply = Reply.error(exc.message, exc.hint)
+            reply.choices = {"gpu": exc.options}
+            return reply
         except UserError as exc:
             return Reply.error(exc.message, exc.hint)
         except Exception:
@@ -110,6 +119,10 @@ class Kernelcup:
         assert self._loop is not None, "cancel_jobs outside handle()"
         for job_id in job_ids:
             asyncio.run_coroutine_threadsafe(self.pipeline.cancel(job_id), self._loop)
+
+    async def complete(self, kind: Kind, prefix: str, args: dict[str, Any] | None = None) -> list[str]:
+        """Autocomplete for a parameter of that kind (leaderboards, GPUs)."""
+        return await asyncio.to_thread(complete, self.engine, self.settings, kind, prefix, args or {})
 
     async def submission_report(self, submission_id: int) -> Reply:
         def build() -> Reply:

@@ -119,6 +119,8 @@ class Reply:
     ok: bool = True  # False when the request was refused or failed
     ephemeral: bool = False  # shown only to the requester where the platform can
     submission_id: int | None = None  # set when the reply starts a submission to follow
+    # Set when the request lacks a value the platform can ask for with a menu: param -> options.
+    choices: dict[str, list[str]] | None = None
 
     def text(self) -> str:
         return "\n\n".join(block.fallback() for block in self.blocks)

@@ -20,7 +20,7 @@ from adapters.terminal.session import open_app, read_local_files, terminal_actor
 from core.app import Kernelcup
 from core.commands.registry import Command, Kind, commands
 from core.errors import StoreUnavailable, UserError
-from core.messages import Attachment, Reply, Request
+from core.messages import Reply, Request
 
 FILES_DIR = Path("var/files")
 LOG_FILE = Path("var/kernelcup.log")
@@ -33,7 +33,9 @@ app.add_typer(db_app, name="db")
 
 @app.command()
 def serve(
-    console: bool = typer.Option(None, "--console/--no-console", help="run the terminal chat (default: when no chat adapter is configured)"),
+    console: bool = typer.Option(
+        None, "--console/--no-console", help="run the terminal chat (default: when no chat adapter is configured)"
+    ),
 ) -> None:
     """Run the bot: workers, scheduler and every adapter whose settings are present."""
     from adapters.terminal.serve import serve as run_serve

@@ -25,6 +25,7 @@ PROMPT = "kernelcup> "
 
 class ConsoleAdapter:
     name = "console"
+    platform = "console"
 
     @classmethod
     def configured(cls, env: Mapping[str, str]) -> bool:
@@ -40,6 +41,7 @@ class ConsoleAdapter:
         self._stopped = asyncio.Event()
 
     async def run(self, app: Kernelcup) -> None:
+        app.announcements.register(self)
         self.console.print("[bold]kernelcup console[/bold]: type /leaderboard help, or /leaderboard list. "
                            "Ctrl-D quits.")
         while not self._stopped.is_set():
@@ -54,8 +56,8 @@ class ConsoleAdapter:
     async def stop(self) -> None:
         self._stopped.set()
 
-    async def announce(self, reply: Reply) -> None:
-        self.console.rule("announcement")
+    async def announce(self, channel: str, reply: Reply) -> None:
+        self.console.rule(f"announcement ({channel})")
         self.renderer.reply(reply)
 
     async def handle_line(self, app: Kernelcup, line: str) -> None:

@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from core.app import Kernelcup
 from core.events import JobEvent
@@ -23,7 +31,7 @@ async def follow_submission(app: Kernelcup, submission_id: int, console: Console
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
     with Progress(*columns, console=console, transient=False) as progress:
-        tasks: dict[int, int] = {}
+        tasks: dict[int, TaskID] = {}
         async for event in app.follow(submission_id):
             if event.job_id not in tasks:
                 tasks[event.job_id] = progress.add_task(describe(event), total=None)

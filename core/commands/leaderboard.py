@@ -25,7 +25,7 @@ from core.leaderboards import (
 )
 from core.messages import Block, File, Reply, Request, Table, Text
 from core.models import Code, Job, Leaderboard, Role, Run, Submission
-from core.permissions import allows, require
+from core.permissions import allows
 from core.ranking import entry_counts, standings
 from core.report import format_seconds, submission_reply
 from core.tasks import read_task_folder
@@ -189,7 +189,11 @@ def mine_command(app: Kernelcup, request: Request) -> Reply:
                         title="Your submissions")], ephemeral=True)
 
 
-@command("get-submission", "a submission's results and code", Param("id", Kind.INT, "submission id", required=True, positional=True))
+@command(
+    "get-submission",
+    "a submission's results and code",
+    Param("id", Kind.INT, "submission id", required=True, positional=True),
+)
 def get_submission_command(app: Kernelcup, request: Request) -> Reply:
     with session_scope(app.engine) as session:
         submission_id = int(request.args["id"])
@@ -217,7 +221,13 @@ def get_submission_command(app: Kernelcup, request: Request) -> Reply:
 @command(
     "create",
     "a new leaderboard from a task folder (zip or files with task.yml)",
-    Param("folder", Kind.FOLDER, "task.yml, task.py, reference.py, ... (a zip, files, or a path on the console)", required=True, positional=True),
+    Param(
+        "folder",
+        Kind.FOLDER,
+        "task.yml, task.py, reference.py, ... (a zip, files, or a path on the console)",
+        required=True,
+        positional=True,
+    ),
     Param("name", Kind.TEXT, "leaderboard name (default: the folder's)"),
     Param("deadline", Kind.WHEN, "e.g. 2026-12-31T23:59Z or +30d", default="+30d"),
     Param("gpu", Kind.GPU, "GPUs it accepts", many=True),

@@ -92,9 +92,7 @@ class HarnessRun:
         return self.result
 
 
-def run_harness(
-    spec: JobSpec, *, wall_limit_s: float | None = None, env: dict[str, str] | None = None
-) -> HarnessRun:
+def run_harness(spec: JobSpec, *, wall_limit_s: float | None = None, env: dict[str, str] | None = None) -> HarnessRun:
     """Run ``python -m harness`` as the runner does and parse what it prints."""
     from harness.spec import SpecError
 

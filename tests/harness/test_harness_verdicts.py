@@ -46,7 +46,8 @@ def runs() -> dict[str, HarnessRun]:
         name: leaderboard_spec(folder, submission(source), "test", timeout_s=timeout)
         for name, (folder, source, timeout) in CASES.items()
     }
-    return run_many(specs)
+    batch: dict[str, HarnessRun] = run_many(specs)
+    return batch
 
 
 def test_a_correct_submission_passes_every_test(runs: dict[str, HarnessRun]) -> None:

@@ -38,8 +38,11 @@ async def run_two_pipelines(engine: Engine, jobs: int) -> None:
     job_ids = submit(engine, count=jobs)
     second_engine = make_engine(engine.url.render_as_string(hide_password=False))
     runners = [YieldingRunner(), YieldingRunner()]
+    # A slow heartbeat: on a loaded machine a 0.2 s one lets each pipeline take the other for
+    # dead (and rightly re-run its jobs); this test is about claims only.
+    settings = make_settings(concurrency=4, heartbeat_s=5.0)
     pipes = [
-        Pipeline(pool, make_settings(concurrency=4), {"cpu": runner}, worker_id=f"bot-{i}")
+        Pipeline(pool, settings, {"cpu": runner}, worker_id=f"bot-{i}")
         for i, (pool, runner) in enumerate(zip([engine, second_engine], runners, strict=True))
     ]
     await asyncio.gather(*(pipe.start() for pipe in pipes))

@@ -1,0 +1,231 @@
+"""The harness's pure parts: scoring, statistics, seeds, the channel, output transfer, checks."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import socket
+import threading
+from typing import Any
+
+import pytest
+import torch
+
+from harness import checking, scoring, stats, transfer
+from harness.channel import Channel, ChannelClosed, ChannelTimeout, ProtocolError
+from harness.fingerprint import fingerprint, same
+from harness.problem import PoisonUninitialized, normalize_check
+from harness.seeds import SEED_LIMIT, SeedPlan
+from harness.spec import Result, SystemInfo
+
+# --- scoring -------------------------------------------------------------------------------
+
+
+def test_geom_is_the_geometric_mean_of_the_medians() -> None:
+    assert scoring.combine("geom", [1e-6, 4e-6]) == pytest.approx(2e-6)
+
+
+def test_mean_and_last() -> None:
+    assert scoring.combine("mean", [1.0, 3.0]) == 2.0
+    assert scoring.combine("last", [1.0, 3.0]) == 3.0
+
+
+def test_unknown_ranking_and_empty_medians_are_refused() -> None:
+    with pytest.raises(ValueError, match="unknown ranking_by"):
+        scoring.combine("median", [1.0])
+    with pytest.raises(ValueError, match="no benchmark medians"):
+        scoring.combine("geom", [])
+    with pytest.raises(ValueError, match="positive"):
+        scoring.combine("geom", [0.0])
+
+
+# --- statistics ----------------------------------------------------------------------------
+
+
+def test_summary_of_known_samples() -> None:
+    summary = stats.summarize([5.0, 1.0, 3.0, 2.0, 4.0])
+    assert (summary.runs, summary.median, summary.mean, summary.min, summary.max) == (5, 3.0, 3.0, 1.0, 5.0)
+    assert summary.std == pytest.approx(math.sqrt(2.5))
+    assert summary.ci_low <= summary.median <= summary.ci_high
+
+
+def test_the_median_interval_narrows_as_runs_grow() -> None:
+    import random
+
+    rng = random.Random(1)
+    small = stats.summarize([100 + rng.gauss(0, 1) for _ in range(20)])
+    large = stats.summarize([100 + rng.gauss(0, 1) for _ in range(2000)])
+    assert large.relative_ci_width < small.relative_ci_width
+    assert large.ci_low < 100 < large.ci_high
+
+
+def test_stopping_rule_waits_for_min_runs_and_stops_when_tight() -> None:
+    rule = stats.StopRule(min_runs=10, max_runs=1000, max_seconds=10, rel_ci_width=0.01)
+    assert not stats.should_stop([100.0] * 9, 0.0, rule)
+    assert stats.should_stop([100.0] * 10, 0.0, rule)
+    noisy = [100.0 + (i % 7) * 10 for i in range(30)]
+    assert not stats.should_stop(noisy, 0.0, rule)
+    assert stats.should_stop(noisy, 10.0, rule)  # out of time
+    assert stats.should_stop([float(i) for i in range(1000)], 0.0, rule)  # out of runs
+
+
+# --- seeds ---------------------------------------------------------------------------------
+
+
+def test_public_runs_use_the_case_seed_so_failures_reproduce() -> None:
+    plan = SeedPlan(None)
+    assert plan.case({"size": 4, "seed": 42}, "test") == {"size": 4, "seed": 42}
+
+
+def test_public_timed_calls_get_fresh_but_reproducible_seeds() -> None:
+    one, two = SeedPlan(None), SeedPlan(None)
+    seeds = {one.case({"seed": 42}, "bench", i)["seed"] for i in range(1, 50)}
+    assert len(seeds) == 49
+    assert one.case({"seed": 42}, "bench", 7) == two.case({"seed": 42}, "bench", 7)
+
+
+def test_ranked_seeds_depend_on_the_secret_and_the_job_and_fit_in_31_bits() -> None:
+    case = {"size": 4, "seed": 42}
+    a = SeedPlan(10**30 + 1, nonce=b"job-a").case(case, "test")["seed"]
+    b = SeedPlan(10**30 + 2, nonce=b"job-a").case(case, "test")["seed"]
+    c = SeedPlan(10**30 + 1, nonce=b"job-b").case(case, "test")["seed"]
+    assert len({a, b, c, 42}) == 4
+    assert all(0 <= s < SEED_LIMIT for s in (a, b, c))
+
+
+def test_cases_without_a_seed_are_left_alone() -> None:
+    assert SeedPlan(123).case({"size": 4}, "test", 3) == {"size": 4}
+
+
+# --- channel -------------------------------------------------------------------------------
+
+
+def _pair() -> tuple[Channel, Channel]:
+    left, right = socket.socketpair()
+    return Channel(left), Channel(right)
+
+
+def test_messages_and_payloads_cross_the_channel() -> None:
+    a, b = _pair()
+    a.send({"msg": "output", "x": [1, 2]}, b"\x00\x01\x02")
+    message, payload = b.recv(max_payload=3)
+    assert message == {"msg": "output", "x": [1, 2], "nbytes": 3}
+    assert payload == b"\x00\x01\x02"
+
+
+def test_oversized_payloads_and_garbage_are_protocol_errors() -> None:
+    a, b = _pair()
+    a.send({"msg": "output"}, b"x" * 10)
+    with pytest.raises(ProtocolError, match="exceeds"):
+        b.recv(max_payload=9)
+    c, d = _pair()
+    c._sock.sendall(b"\xff\xfe not json\n")
+    with pytest.raises(ProtocolError):
+        d.recv()
+
+
+def test_a_silent_peer_times_out_and_a_closed_one_is_reported() -> None:
+    import time
+
+    a, b = _pair()
+    with pytest.raises(ChannelTimeout):
+        b.recv(deadline=time.monotonic() + 0.05)
+    a.close()
+    with pytest.raises(ChannelClosed):
+        b.recv(deadline=time.monotonic() + 1)
+
+
+def test_a_huge_line_is_refused_rather_than_buffered_forever() -> None:
+    a, b = _pair()
+
+    def flood() -> None:
+        with contextlib.suppress(OSError):
+            a._sock.sendall(b"x" * (3 << 20))
+
+    thread = threading.Thread(target=flood, daemon=True)
+    thread.start()
+    with pytest.raises(ProtocolError, match="too long"):
+        b.recv()
+    b.close()
+    thread.join(timeout=5)
+
+
+# --- output transfer -----------------------------------------------------------------------
+
+
+def test_outputs_round_trip_as_plain_tensors() -> None:
+    output = (torch.arange(6, dtype=torch.int32).reshape(2, 3), [torch.ones(2).half(), 3.5], {"k": None})
+    tree, tensors = transfer.flatten(output)
+    placements, payload = transfer.pack(tensors, None)
+    rebuilt: Any = transfer.unpack(tree, placements, payload, None, "cpu")
+    assert torch.equal(rebuilt[0], output[0]) and rebuilt[0].dtype == torch.int32
+    assert torch.equal(rebuilt[1][0], output[1][0]) and rebuilt[1][1] == 3.5
+    assert rebuilt[2] == {"k": None}
+
+
+def test_non_contiguous_outputs_keep_their_values() -> None:
+    base = torch.arange(12.0).reshape(3, 4)
+    tree, tensors = transfer.flatten(base.t())
+    placements, payload = transfer.pack(tensors, None)
+    assert torch.equal(transfer.unpack(tree, placements, payload, None, "cpu"), base.t())
+
+
+def test_objects_that_are_not_tensors_or_plain_values_are_refused() -> None:
+    class Sneaky:
+        pass
+
+    with pytest.raises(transfer.OutputError, match="Sneaky"):
+        transfer.flatten([Sneaky()])
+
+
+def test_a_lying_placement_is_refused() -> None:
+    tree, tensors = transfer.flatten(torch.ones(4))
+    placements, payload = transfer.pack(tensors, None)
+    placements[0]["nbytes"] = 4
+    with pytest.raises(transfer.OutputError):
+        transfer.unpack(tree, placements, payload, None, "cpu")
+
+
+# --- checks --------------------------------------------------------------------------------
+
+
+def test_check_results_old_and_new() -> None:
+    assert normalize_check((True, "")) == (True, "")
+    assert normalize_check((False, "bad")) == (False, "bad")
+    assert normalize_check("") == (True, "")
+    assert normalize_check("mismatch") == (False, "mismatch")
+    assert normalize_check(None) == (True, "")
+
+
+def test_layout_problems_name_the_difference() -> None:
+    expected = (torch.zeros(2, 3), torch.zeros(1))
+    assert checking.layout_problems((torch.zeros(3, 2), torch.zeros(1)), expected) == [
+        "output[0] has shape (3, 2), expected (2, 3)"
+    ]
+    assert "dtype" in checking.layout_problems(torch.zeros(1).double(), torch.zeros(1))[0]
+
+
+def test_nan_where_the_reference_has_none_is_reported() -> None:
+    got = torch.tensor([1.0, float("nan"), float("nan")])
+    want = torch.tensor([1.0, 2.0, float("nan")])
+    assert checking.nan_problems(got, want) == ["output has NaN in 1 of 3 elements, first at (1)"]
+
+
+def test_uninitialized_tensors_made_while_generating_are_poisoned() -> None:
+    with PoisonUninitialized():
+        buffer = torch.empty(4)
+        counts = torch.empty(3, dtype=torch.int32)
+        data = torch.zeros(2)
+    assert torch.isnan(buffer).all() and (counts == -1).all() and (data == 0).all()
+
+
+def test_fingerprints_tell_different_data_apart() -> None:
+    a = (torch.ones(3), 4)
+    assert same(fingerprint(a), fingerprint((torch.ones(3), 4)))
+    assert not same(fingerprint(a), fingerprint((torch.ones(3) * 2, 4)))
+    assert not same(fingerprint(a), fingerprint((torch.ones(3), 5)))
+
+
+def test_results_carry_the_isolation_field_through_json() -> None:
+    result = Result(job_id="j", mode="test", status="passed", verdict="ok", system=SystemInfo(isolation="x"))  # type: ignore[arg-type]
+    assert Result.from_json(result.to_json()).system.isolation == "x"
