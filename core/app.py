@@ -22,10 +22,13 @@ from core.events import JobEvent
 from core.jobs import Pipeline
 from core.leaderboards import sync_folder
 from core.messages import Reply, Request
-from core.models import Leaderboard, utcnow
+from core.models import Leaderboard, Run, utcnow
+from core.notices import new_leader_announcement
 from core.permissions import allows, role_of
+from core.ranking import RankChange
 from core.report import submission_reply
 from core.runner import Runner
+from core.scheduling import Scheduling
 from core.submissions import NeedsGpuChoice
 
 log = structlog.get_logger("kernelcup.app")
@@ -39,14 +42,18 @@ class Kernelcup:
         runners: Mapping[str, Runner],
         *,
         clock: Callable[[], datetime] = utcnow,
+        scheduler: bool = True,  # off: no deadlines, reminders or final standings run here
     ) -> None:
         self.settings = settings
         self.engine = engine
         self.runners = dict(runners)
         self.clock = clock
-        self.pipeline = Pipeline(engine, settings, self._runner_by_gpu(), clock=clock)
+        self.pipeline = Pipeline(engine, settings, self._runner_by_gpu(), clock=clock,
+                                 on_rank_change=self._on_rank_change)
         self.announcements = Announcements(settings)
+        self.scheduling = Scheduling(self) if scheduler else None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._announcing: set[asyncio.Task[None]] = set()
 
     def now(self) -> datetime:
         return self.clock()
@@ -64,12 +71,36 @@ class Kernelcup:
         }
 
     async def start(self) -> None:
-        """Ready to serve: the shipped leaderboards on a fresh install, then the workers."""
+        """Ready to serve: the shipped leaderboards on a fresh install, the workers, the schedule."""
         await asyncio.to_thread(self.sync_if_empty)
         await self.pipeline.start()
+        if self.scheduling is not None:
+            await self.scheduling.start()
 
     async def stop(self) -> None:
+        if self.scheduling is not None:
+            await self.scheduling.stop()
         await self.pipeline.stop()
+        if self._announcing:
+            await asyncio.wait(list(self._announcing), timeout=10)
+
+    def reschedule(self, board_id: int | None = None) -> None:
+        """A command changed a leaderboard (or all, ``None``): its deadline jobs follow the row."""
+        if self.scheduling is not None:
+            self.scheduling.reschedule(board_id)
+
+    async def _on_rank_change(self, run: Run, change: RankChange) -> None:
+        """From the pipeline, after a ranked run improved its entry: announce a new #1, without
+        holding up the worker that stored the run."""
+        if change.is_new_leader:
+            task = asyncio.create_task(self._announce_new_leader(run, change))
+            self._announcing.add(task)
+            task.add_done_callback(self._announcing.discard)
+
+    async def _announce_new_leader(self, run: Run, change: RankChange) -> None:
+        announcement = await asyncio.to_thread(new_leader_announcement, self.engine, run, change)
+        if announcement is not None:
+            await self.announcements.publish(announcement)
 
     def sync_if_empty(self) -> None:
         with session_scope(self.engine) as session:

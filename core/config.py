@@ -46,6 +46,9 @@ class Settings:
     roles: dict[str, list[str]] = field(default_factory=dict)
     announcements: dict[str, dict[str, str]] = field(default_factory=dict)
     logging: dict[str, str] = field(default_factory=dict)
+    # Top-level sections this loader does not read itself (an adapter's own, e.g. ``slack:``),
+    # env overrides applied, so a plugin's settings live in the same file without a core change.
+    sections: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def runner_concurrency(self, runner: str) -> int:
         return int(self.runners.get(runner, {}).get("concurrency", 1))
@@ -77,7 +80,12 @@ def load_settings(path: Path | None = None, env: dict[str, str] | None = None) -
         roles={k: list(v or []) for k, v in (raw.get("roles") or {}).items()},
         announcements=dict(raw.get("announcements") or {}),
         logging={k: str(v) for k, v in (raw.get("logging") or {}).items()},
+        sections={k: dict(v) for k, v in raw.items() if k not in _READ_KEYS and isinstance(v, dict)},
     )
+
+
+_READ_KEYS = {"database_url", "leaderboards_dir", "default_deadline_days", "limits", "gpus", "runners", "roles",
+              "announcements", "logging"}
 
 
 _GPU_KEYS = {"runner", "peak_bandwidth_gbps", "peak_tflops"}

@@ -12,12 +12,12 @@ import asyncio
 import json
 import os
 import socket
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from sqlalchemy import ColumnElement, and_, update
@@ -33,6 +33,12 @@ from core.runner import RunContext, Runner, RunnerError
 from core.switches import set_submissions_paused, submissions_paused
 from core.timeouts import runner_limit
 from harness.spec import JobSpec, Progress, Result, Status
+
+if TYPE_CHECKING:
+    from core.ranking import RankChange
+
+# Told after a ranked run's commit changed its author's rank (e.g. to announce a new #1).
+RankListener = Callable[[Run, "RankChange"], Awaitable[None]]
 
 log = structlog.get_logger(__name__)
 
@@ -89,6 +95,7 @@ class _Claim:
     done: int = 0
     total: int = 0
     written_at: float = 0.0
+    rank_change: RankChange | None = None  # what storing the run did to its author's rank
 
 
 class Pipeline:
@@ -102,8 +109,10 @@ class Pipeline:
         worker_id: str | None = None,  # stable across restarts lets `recover` act at once
         bus: EventBus | None = None,
         poll_s: float = 1.0,
+        on_rank_change: RankListener | None = None,
     ) -> None:
         self.engine, self.settings, self.clock = engine, settings, clock
+        self.on_rank_change = on_rank_change
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}"
         self.bus = bus or EventBus()
         self.poll_s = poll_s
@@ -342,6 +351,11 @@ class Pipeline:
             return
         self.bus.publish(event)
         log.info("job finished", status=event.status, run_id=event.run_id, error=error)
+        if claim.rank_change is not None and claim.run is not None and self.on_rank_change is not None:
+            try:
+                await self.on_rank_change(claim.run, claim.rank_change)
+            except Exception:
+                log.exception("the rank-change listener failed")
 
     def _publish(self, claim: _Claim, status: JobStatus) -> None:
         progress = (claim.phase, claim.done, claim.total)
@@ -455,7 +469,7 @@ class Pipeline:
             run.system_json = json.dumps(asdict(result.system))
             session.add(run)
             session.flush()
-            _record_run(session, run)
+            claim.rank_change = _record_run(session, run)
             return run.id
 
         values = {"status": status, "error": error, "finished_at": self.clock(), "progress": None}
@@ -534,10 +548,10 @@ class Pipeline:
         return recovery, events
 
 
-def _record_run(session: Session, run: Run) -> None:
+def _record_run(session: Session, run: Run) -> RankChange | None:
     """Keep best scores in the same transaction as the run (core.ranking, when present)."""
     try:
         from core.ranking import record_run
     except ImportError:
-        return
-    record_run(session, run)
+        return None
+    return record_run(session, run)

@@ -12,7 +12,7 @@ import secrets
 from sqlmodel import Session, select
 
 from core.config import Settings
-from core.models import Code, Job, Leaderboard, LeaderboardFile, Submission
+from core.models import FINAL_MODE, Code, Job, Leaderboard, LeaderboardFile, Submission
 from core.tasks import submission_file_name, task_config
 from core.timeouts import harness_limit
 from harness.spec import GpuInfo, JobSpec, Mode
@@ -34,7 +34,8 @@ def build_spec(session: Session, job: Job, settings: Settings) -> JobSpec:
         raise JobSpecError(f"leaderboard {submission.leaderboard_id} no longer exists")
     try:
         task = json.loads(leaderboard.task_json)
-        mode = Mode(submission.mode)
+        # A final-standings re-run is timed exactly as a ranked run (core.standings_final).
+        mode = Mode.RANKED if submission.mode == FINAL_MODE else Mode(submission.mode)
         submission_name = submission_file_name(task)
         config = task_config(task)
     except (ValueError, KeyError, TypeError, StopIteration) as exc:

@@ -45,12 +45,17 @@ class JobStatus(StrEnum):
         return self not in (JobStatus.QUEUED, JobStatus.RUNNING)
 
 
+# A submission's mode for the re-runs of the final standings (core.standings_final): the harness
+# runs it as ranked; its runs never enter BestScore, so the final can only re-rank, not re-enter.
+FINAL_MODE = "final"
+
+
 class User(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     # "discord:1234", "console:alice"
     identity: str = Field(unique=True, index=True, max_length=200)
     display_name: str = Field(max_length=200)
-    banned: bool = Field(default=False)
+    banned: bool = Field(default=False, index=True)  # ranking queries read the few banned ids
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
 
 
@@ -69,6 +74,12 @@ class Leaderboard(SQLModel, table=True):
     source_dir: str | None = Field(default=None, max_length=500)  # folder it was synced from
     creator_id: int | None = Field(default=None, foreign_key="user.id")
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    # The schedule's progress (core.scheduling). Each is set once by a claiming
+    # ``UPDATE ... WHERE x IS NULL``, so two bot processes never both act on a step.
+    opened_announced_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    closed_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    final_queued_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    final_done_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
 
 
 class LeaderboardFile(SQLModel, table=True):
@@ -156,7 +167,8 @@ class BestScore(SQLModel, table=True):
 
     __table_args__ = (
         UniqueConstraint("leaderboard_id", "gpu", "user_id"),
-        Index("ix_bestscore_board_gpu_score", "leaderboard_id", "gpu", "score"),
+        # The ranking order itself, so ranking and counting ahead read only this index.
+        Index("ix_bestscore_ranking", "leaderboard_id", "gpu", "score", "submitted_at", "user_id"),
     )
     id: int | None = Field(default=None, primary_key=True)
     leaderboard_id: int = Field(foreign_key="leaderboard.id", ondelete="CASCADE")
@@ -186,3 +198,46 @@ class Setting(SQLModel, table=True):
 
     key: str = Field(primary_key=True, max_length=100)
     value: str = Field(sa_column=Column(Text, nullable=False))
+
+
+class ReminderSent(SQLModel, table=True):
+    """A reminder that went out; inserting the row is the claim, so no reminder goes out twice.
+    Keyed by the deadline too: moving the deadline re-arms the reminders."""
+
+    __table_args__ = (UniqueConstraint("leaderboard_id", "deadline", "before_s"),)
+    id: int | None = Field(default=None, primary_key=True)
+    leaderboard_id: int = Field(foreign_key="leaderboard.id", ondelete="CASCADE")
+    deadline: datetime = Field(sa_type=UTCDateTime)
+    before_s: int  # how long before the deadline
+    sent_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+
+
+class FinalRun(SQLModel, table=True):
+    """Links a top entry to its re-run for the final standings (a submission in FINAL_MODE)."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    leaderboard_id: int = Field(foreign_key="leaderboard.id", index=True, ondelete="CASCADE")
+    gpu: str = Field(max_length=50)
+    user_id: int = Field(foreign_key="user.id")
+    entry_submission_id: int = Field(foreign_key="submission.id", index=True, ondelete="CASCADE")
+    submission_id: int = Field(foreign_key="submission.id", unique=True, ondelete="CASCADE")
+    rank_before: int  # the entry's rank on the leaderboard when it closed
+    score_before: float
+
+
+class FinalStanding(SQLModel, table=True):
+    """One entry of a leaderboard's final standings, ranked by the re-runs."""
+
+    __table_args__ = (UniqueConstraint("leaderboard_id", "gpu", "user_id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    leaderboard_id: int = Field(foreign_key="leaderboard.id", ondelete="CASCADE")
+    gpu: str = Field(max_length=50)
+    rank: int | None = None  # None: the re-run did not pass
+    tied: bool = Field(default=False)  # within the measured noise of the entry ranked above
+    user_id: int = Field(foreign_key="user.id")
+    submission_id: int = Field(foreign_key="submission.id", ondelete="CASCADE", index=True)
+    score: float | None = None  # seconds, from the re-runs
+    score_low: float | None = None  # the measured noise range of ``score``
+    score_high: float | None = None
+    rank_before: int
+    note: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=""))

@@ -127,6 +127,8 @@ class LocalRunner:
             _kill_group(process)
             stderr_reader.cancel()
             self._processes.pop(context.job_id, None)
+            with suppress(TimeoutError):  # reap it, so no transport outlives the run
+                await asyncio.wait_for(process.wait(), EXIT_GRACE_S)
             await asyncio.to_thread(shutil.rmtree, workdir, True)
         if result is not None:
             return result

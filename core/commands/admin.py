@@ -8,13 +8,15 @@ from sqlmodel import select
 
 from core.commands.registry import Kind, Param, command
 from core.db import session_scope
+from core.deadlines import set_deadline
 from core.errors import UserError
 from core.leaderboards import get_leaderboard, sync_folder
-from core.messages import Reply, Request, Table, Text
+from core.messages import Block, Reply, Request, Table, Text
 from core.models import Leaderboard, Role
 from core.ratelimits import ANY_MODE, list_limits, set_limit
 from core.switches import set_submissions_paused
 from core.users import find_user
+from core.when import parse_when, relative, show_utc
 from harness.spec import Mode
 
 if TYPE_CHECKING:
@@ -102,6 +104,7 @@ def sync_command(app: Kernelcup, request: Request) -> Reply:
             now=app.now(),
             default_days=app.settings.default_deadline_days,
         )
+    app.reschedule()  # new leaderboards get their close, reminders and "opened" announcement
     rows = tuple(
         [(name, "created") for name in report.created]
         + [(name, "updated") for name in report.updated]
@@ -110,3 +113,31 @@ def sync_command(app: Kernelcup, request: Request) -> Reply:
     )
     return Reply([Table(("leaderboard", "sync"), rows, title=f"Synced {app.settings.leaderboards_dir}")],
                  ok=not report.errors)
+
+
+@command(
+    "set-deadline",
+    "move a leaderboard's deadline (a closed one reopens)",
+    Param("leaderboard", Kind.LEADERBOARD, "leaderboard name", required=True, positional=True),
+    Param("deadline", Kind.WHEN, "e.g. 2026-12-31T23:59Z, +3d, +12h; +0m closes it now", required=True,
+          positional=True),
+    role=Role.ADMIN,
+    group="admin",
+)
+def set_deadline_command(app: Kernelcup, request: Request) -> Reply:
+    now = app.now()
+    deadline = parse_when(str(request.args["deadline"]), now)
+    if deadline < now:
+        raise UserError(f"{show_utc(deadline)} has already passed.", "Give a future time, or +0m to close it now.")
+    with session_scope(app.engine) as session:
+        board = get_leaderboard(session, request.args["leaderboard"])
+        assert board.id is not None
+        name, board_id = board.name, board.id
+    reopened = set_deadline(app.engine, board_id, deadline)
+    app.reschedule(board_id)
+    when = f"{show_utc(deadline)} ({relative(deadline, now)})"
+    blocks: list[Block] = [Text(f"{name} now closes {when}.", style="success")]
+    if reopened:
+        blocks.append(Text(f"{name} was closed: it is open again, and any earlier final standings are "
+                           "discarded; they run again at the new deadline.", style="warning"))
+    return Reply(blocks)

@@ -251,6 +251,7 @@ def create_command(app: Kernelcup, request: Request) -> Reply:
             board = create_leaderboard(session, task, deadline=deadline, gpus=gpus, creator_id=user.id)
             if request.args["hidden"]:
                 board.visibility = "hidden"
+    app.reschedule(board.id)  # its close, reminders and "opened" announcement
     return Reply([Text(f"Created leaderboard {task.name}: {len(task.task.get('tests', []))} tests, "
                        f"{len(task.task.get('benchmarks', []))} benchmarks, GPUs {', '.join(gpus)}, "
                        f"closes {show_utc(deadline)}.", style="success")])
@@ -276,7 +277,9 @@ def delete_command(app: Kernelcup, request: Request) -> Reply:
                  Text(f"Confirm with `delete {board.name} --yes`.", style="hint")],
                 ok=False, ephemeral=True,
             )
+        board_id = board.id
         delete_leaderboard(session, board)
+    app.reschedule(board_id)  # no row left: its jobs go
     return Reply([Text(f"Deleted leaderboard {board.name} and its {count} submissions.", style="success")])
 
 

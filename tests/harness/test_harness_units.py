@@ -154,7 +154,7 @@ def test_a_huge_line_is_refused_rather_than_buffered_forever() -> None:
 
 
 def test_outputs_round_trip_as_plain_tensors() -> None:
-    output = (torch.arange(6, dtype=torch.int32).reshape(2, 3), [torch.ones(2).half(), 3.5], {"k": None})
+    output: Any = (torch.arange(6, dtype=torch.int32).reshape(2, 3), [torch.ones(2).half(), 3.5], {"k": None})
     tree, tensors = transfer.flatten(output)
     placements, payload = transfer.pack(tensors, None)
     rebuilt: Any = transfer.unpack(tree, placements, payload, None, "cpu")

@@ -31,9 +31,7 @@ def fake_harness(behaviour: str, *args: str) -> list[str]:
     return [sys.executable, str(FAKE_HARNESS), behaviour, *args]
 
 
-def make_settings(
-    runner: str = "fake", concurrency: int = 1, heartbeat_s: float = 0.2, **limits: Any
-) -> Settings:
+def make_settings(runner: str = "fake", concurrency: int = 1, heartbeat_s: float = 0.2, **limits: Any) -> Settings:
     return Settings(
         limits=Limits(heartbeat_s=heartbeat_s, runner_grace_s=0.0, **limits),
         gpus={
@@ -115,9 +113,7 @@ def job(engine: Engine, job_id: int) -> Job:
         return row
 
 
-async def wait_for_status(
-    engine: Engine, job_id: int, *statuses: str, timeout: float = 10.0
-) -> Job:
+async def wait_for_status(engine: Engine, job_id: int, *statuses: str, timeout: float = 10.0) -> Job:
     deadline = time.monotonic() + timeout
     while True:
         row = await asyncio.to_thread(job, engine, job_id)
@@ -151,9 +147,7 @@ class FakeRunner:
     def gpus(self) -> list[str]:
         return ["cpu", "H100"]
 
-    async def run(
-        self, spec: JobSpec, context: RunContext, on_progress: ProgressCallback
-    ) -> Result:
+    async def run(self, spec: JobSpec, context: RunContext, on_progress: ProgressCallback) -> Result:
         self.started.append(context.job_id)
         self.specs.append(spec)
         self.running += 1

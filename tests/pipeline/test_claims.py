@@ -26,9 +26,7 @@ pytestmark = pytest.mark.timeout(60)
 class YieldingRunner(FakeRunner):
     """Gives the loop a moment per job, so both pipelines race for every claim."""
 
-    async def run(
-        self, spec: JobSpec, context: RunContext, on_progress: ProgressCallback
-    ) -> Result:
+    async def run(self, spec: JobSpec, context: RunContext, on_progress: ProgressCallback) -> Result:
         await asyncio.sleep(0.001)
         return await super().run(spec, context, on_progress)
 
@@ -64,15 +62,8 @@ async def run_two_pipelines(engine: Engine, jobs: int) -> None:
         assert session.exec(select(Job.attempts).distinct()).all() == [1]
 
 
-@pytest.mark.postgres
-async def test_two_pipelines_on_one_postgresql_never_run_a_job_twice(engine: Engine) -> None:
-    await run_two_pipelines(engine, jobs=300)
-
-
-async def test_two_pipelines_on_one_sqlite_file_never_run_a_job_twice(
-    engine: Engine,
-) -> None:
-    await run_two_pipelines(engine, jobs=150)
+async def test_two_pipelines_on_one_database_never_run_a_job_twice(engine: Engine) -> None:
+    await run_two_pipelines(engine, jobs=200)
 
 
 async def test_a_job_locked_by_another_claim_is_skipped_not_waited_for(engine: Engine) -> None:

@@ -35,9 +35,7 @@ def spec(job_id: int = 1) -> JobSpec:
     )
 
 
-async def run(
-    runner: LocalRunner, limit_s: float = 20, job_id: int = 1
-) -> tuple[Result, list[Progress]]:
+async def run(runner: LocalRunner, limit_s: float = 20, job_id: int = 1) -> tuple[Result, list[Progress]]:
     seen: list[Progress] = []
 
     async def on_progress(event: Progress) -> None:
@@ -159,9 +157,7 @@ def test_without_a_gpu_the_local_runner_serves_cpu() -> None:
     assert LocalRunner().gpus() == ["cpu"]
 
 
-@pytest.mark.skipif(
-    not (ROOT / "harness" / "__main__.py").exists(), reason="harness/__main__.py not written yet"
-)
+@pytest.mark.skipif(not (ROOT / "harness" / "__main__.py").exists(), reason="harness/__main__.py not written yet")
 async def test_the_real_harness_passes_a_correct_solution_on_the_cpu() -> None:
     from core.tasks import read_task_folder, task_config
 

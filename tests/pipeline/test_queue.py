@@ -232,9 +232,7 @@ class BrokenRunner(FakeRunner):
         super().__init__()
         self.error = error
 
-    async def run(
-        self, spec: JobSpec, context: RunContext, on_progress: ProgressCallback
-    ) -> Result:
+    async def run(self, spec: JobSpec, context: RunContext, on_progress: ProgressCallback) -> Result:
         raise self.error
 
 
@@ -335,9 +333,7 @@ def test_the_pause_switch_is_shared_through_the_database(engine: Engine) -> None
 
 
 @pytest.mark.parametrize(("mode", "gpu"), [("test", "cpu"), ("ranked", "H100")])
-def test_the_spec_carries_the_task_files_and_the_submission(
-    engine: Engine, mode: str, gpu: str
-) -> None:
+def test_the_spec_carries_the_task_files_and_the_submission(engine: Engine, mode: str, gpu: str) -> None:
     seed_leaderboard(engine, ranked_timeout=42)
     [job_id] = submit(engine, gpus=[gpu], mode=mode)
     with Session(engine) as session:

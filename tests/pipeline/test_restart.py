@@ -55,9 +55,7 @@ def runs(engine: Engine, job_id: int) -> list[Run]:
         return list(session.exec(select(Run).where(Run.job_id == job_id)).all())
 
 
-def test_a_job_killed_with_its_bot_is_rerun_by_the_next_bot(
-    engine: Engine, database_url: str, tmp_path: Path
-) -> None:
+def test_a_job_killed_with_its_bot_is_rerun_by_the_next_bot(engine: Engine, database_url: str, tmp_path: Path) -> None:
     seed_leaderboard(engine)
     [job_id] = submit(engine, runner="local")
     kill_mid_job(start_bot(database_url, "bot-1", "slow", tmp_path / "a"), tmp_path / "a")
@@ -82,8 +80,6 @@ def test_a_job_whose_bot_dies_twice_fails_with_a_clear_message(
     finish(start_bot(database_url, "-", "pass", tmp_path / "c"))
     row = job(engine, job_id)
     assert (row.status, row.error) == (JobStatus.FAILED, restart_failure(2))
-    assert row.error == (
-        "the bot restarted twice while this job ran; it was not retried again — please resubmit"
-    )
+    assert row.error == ("the bot restarted twice while this job ran; it was not retried again — please resubmit")
     assert runs(engine, job_id) == []
     assert not (tmp_path / "c").exists()  # it was not run a third time

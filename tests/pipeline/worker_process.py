@@ -28,11 +28,7 @@ async def main(url: str, worker_id: str, behaviour: str, pidfile: str) -> None:
     worker = None if worker_id == "-" else worker_id
     pipeline = Pipeline(engine, settings, {"cpu": runner}, worker_id=worker)
     await pipeline.start()
-    unfinished = (
-        select(func.count())
-        .select_from(Job)
-        .where(col(Job.status).in_([JobStatus.QUEUED, JobStatus.RUNNING]))
-    )
+    unfinished = select(func.count()).select_from(Job).where(col(Job.status).in_([JobStatus.QUEUED, JobStatus.RUNNING]))
     while True:
         with Session(engine) as session:
             if session.exec(unfinished).one() == 0:

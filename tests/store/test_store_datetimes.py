@@ -48,9 +48,9 @@ def test_comparisons_in_queries_follow_instants_not_wall_clocks(engine: Engine) 
 
 
 def test_a_naive_datetime_is_refused(engine: Engine) -> None:
-    with pytest.raises(StatementError, match="naive datetime 2026-07-01T12:00:00 refused"):
-        with session_scope(engine) as session:
-            session.add(_board("naive", datetime(2026, 7, 1, 12)))
+    refused = pytest.raises(StatementError, match="naive datetime 2026-07-01T12:00:00 refused")
+    with refused, session_scope(engine) as session:
+        session.add(_board("naive", datetime(2026, 7, 1, 12)))
     with Session(engine) as session:
         assert session.exec(select(Leaderboard)).all() == []
 

@@ -42,6 +42,7 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_user")),
     )
     with op.batch_alter_table("user", schema=None) as batch_op:
+        batch_op.create_index(batch_op.f("ix_user_banned"), ["banned"], unique=False)
         batch_op.create_index(batch_op.f("ix_user_identity"), ["identity"], unique=True)
 
     op.create_table(
@@ -263,7 +264,9 @@ def upgrade() -> None:
     )
     with op.batch_alter_table("bestscore", schema=None) as batch_op:
         batch_op.create_index(
-            "ix_bestscore_board_gpu_score", ["leaderboard_id", "gpu", "score"], unique=False
+            "ix_bestscore_ranking",
+            ["leaderboard_id", "gpu", "score", "submitted_at", "user_id"],
+            unique=False,
         )
         batch_op.create_index(batch_op.f("ix_bestscore_run_id"), ["run_id"], unique=False)
         batch_op.create_index(
@@ -276,7 +279,7 @@ def downgrade() -> None:
     with op.batch_alter_table("bestscore", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_bestscore_submission_id"))
         batch_op.drop_index(batch_op.f("ix_bestscore_run_id"))
-        batch_op.drop_index("ix_bestscore_board_gpu_score")
+        batch_op.drop_index("ix_bestscore_ranking")
 
     op.drop_table("bestscore")
     with op.batch_alter_table("run", schema=None) as batch_op:
@@ -313,6 +316,7 @@ def downgrade() -> None:
     op.drop_table("leaderboard")
     with op.batch_alter_table("user", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_user_identity"))
+        batch_op.drop_index(batch_op.f("ix_user_banned"))
 
     op.drop_table("user")
     op.drop_table("setting")

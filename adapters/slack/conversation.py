@@ -1,0 +1,178 @@
+"""Answering one request in Slack: run it through the core, then reply where it came from.
+
+Errors and private replies are ephemeral; a submission becomes a message that is edited live
+and ends with the report, its logs and timings as files in the message's thread. When the bot
+cannot write to the channel (not invited), the answer goes to the user's DM with the bot.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+
+import structlog
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
+
+from adapters.slack.blocks import SlackMessage, context, gpu_choice_message, progress_blocks, render
+from adapters.slack.files import upload
+from adapters.slack.live import LiveMessage
+from core.app import Kernelcup
+from core.events import JobEvent
+from core.messages import Reply, Request
+
+log = structlog.get_logger("kernelcup.slack")
+NO_ACCESS = {"not_in_channel", "channel_not_found", "is_archived", "restricted_action", "cannot_dm_bot"}
+CHOICE_TTL_S = 15 * 60
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where a request came from: the channel to answer in, and the requester."""
+
+    channel: str
+    user: str
+    team: str
+    response_url: str | None = None  # slash commands and buttons: ephemeral replies go here
+
+    @property
+    def reply_to(self) -> str:
+        return f"slack:{self.team}/{self.channel}"
+
+
+@dataclass
+class PendingChoice:
+    request: Request
+    destination: Destination
+    expires_at: float = field(default_factory=lambda: time.monotonic() + CHOICE_TTL_S)
+
+
+class Conversation:
+    def __init__(self, app: Kernelcup, client: AsyncWebClient, *, update_interval_s: float) -> None:
+        self.app = app
+        self.client = client
+        self.update_interval_s = update_interval_s
+        self.max_chars = app.settings.limits.max_reply_chars
+        self._choices: dict[str, PendingChoice] = {}
+
+    async def run(self, request: Request, destination: Destination) -> None:
+        """The whole answer to one request; never raises (the bot keeps serving)."""
+        try:
+            request.reply_to = destination.reply_to
+            reply = await self.app.handle(request)
+            if reply.choices and "gpu" in reply.choices:
+                await self.offer_gpus(request, destination, reply, reply.choices["gpu"])
+            elif reply.submission_id is not None:
+                await self.follow(reply, destination)
+            elif reply.ephemeral or not reply.ok:
+                await self.ephemeral(destination, self.render(reply))
+            else:
+                await self.publish(destination, self.render(reply))
+        except SlackApiError as exc:
+            log.warning("Slack refused a reply", error=exc.response.get("error"), command=request.command,
+                        channel=destination.channel)
+        except Exception:
+            log.exception("Slack reply failed", command=request.command, channel=destination.channel)
+
+    def render(self, reply: Reply) -> SlackMessage:
+        return render(reply, max_chars=self.max_chars)
+
+    async def publish(self, destination: Destination, message: SlackMessage) -> tuple[str, str]:
+        channel, ts = await self.post(destination, message)
+        await upload(self.client, channel, ts, message.files)
+        return channel, ts
+
+    async def post(self, destination: Destination, message: SlackMessage) -> tuple[str, str]:
+        """chat.postMessage in the channel, or in the user's DM when the bot is not in it."""
+        try:
+            response = await self.client.chat_postMessage(
+                channel=destination.channel, text=message.text, blocks=message.blocks
+            )
+        except SlackApiError as exc:
+            if exc.response.get("error") not in NO_ACCESS:
+                raise
+            response = await self.client.chat_postMessage(
+                channel=await self.dm_channel(destination.user), text=message.text,
+                blocks=[*message.blocks, context("I am not in that channel, so I answer here. Invite me there "
+                                                 "to answer in the channel.")],
+            )
+        return str(response["channel"]), str(response["ts"])
+
+    async def dm_channel(self, user: str) -> str:
+        response = await self.client.conversations_open(users=user)
+        return str(response["channel"]["id"])
+
+    async def ephemeral(self, destination: Destination, message: SlackMessage) -> None:
+        """Seen only by the requester: through the response URL, else chat.postEphemeral, else DM."""
+        sent = False
+        if destination.response_url:
+            webhook = AsyncWebhookClient(destination.response_url)
+            response = await webhook.send(text=message.text, blocks=message.blocks, response_type="ephemeral",
+                                          replace_original=False)
+            sent = response.status_code == 200
+            if not sent:
+                log.info("response_url refused; using chat.postEphemeral", status=response.status_code)
+        if not sent:
+            try:
+                await self.client.chat_postEphemeral(
+                    channel=destination.channel, user=destination.user, text=message.text, blocks=message.blocks
+                )
+            except SlackApiError as exc:
+                if exc.response.get("error") not in NO_ACCESS:
+                    raise
+                await self.client.chat_postMessage(channel=await self.dm_channel(destination.user),
+                                                   text=message.text, blocks=message.blocks)
+        if message.files:  # an ephemeral message has no thread: its files go to the DM
+            await upload(self.client, await self.dm_channel(destination.user), None, message.files)
+
+    async def follow(self, reply: Reply, destination: Destination) -> None:
+        submission_id = reply.submission_id
+        assert submission_id is not None
+        first = self.render(reply)
+        channel, ts = await self.post(destination, first)
+        live = LiveMessage(self.client, channel, ts, self.update_interval_s)
+        events: dict[int, JobEvent] = {}
+        try:
+            async for event in self.app.follow(submission_id):
+                events[event.job_id] = event
+                live.show(progress_blocks(submission_id, reply.blocks, events))
+            report = await self.app.submission_report(submission_id)
+            final = render(report, max_chars=self.max_chars, tables_as_files=True,
+                           file_prefix=f"submission-{submission_id}-")
+            if final.files:
+                final.blocks.append(context("Logs and per-case timings are in the thread."))
+            await live.finish(final)
+        finally:
+            await live.close()
+        await upload(self.client, live.channel, live.ts, final.files)
+
+    async def offer_gpus(self, request: Request, destination: Destination, reply: Reply, gpus: list[str]) -> None:
+        now = time.monotonic()
+        self._choices = {k: v for k, v in self._choices.items() if v.expires_at > now}
+        token = secrets.token_urlsafe(12)
+        self._choices[token] = PendingChoice(request, destination)
+        await self.ephemeral(destination, gpu_choice_message(reply, gpus, token))
+
+    async def choose_gpus(self, token: str, gpus: list[str], user: str, response_url: str | None) -> None:
+        """The GPU menu's button: re-send the request that asked, with the chosen GPUs."""
+        pending = self._choices.get(token)
+        answer = AsyncWebhookClient(response_url) if response_url else None
+        if pending is None or pending.expires_at <= time.monotonic() or pending.destination.user != user:
+            self._choices.pop(token, None)
+            if answer is not None:
+                await answer.send(text="This choice has expired; please submit again.", response_type="ephemeral",
+                                  replace_original=True)
+            return
+        if not gpus:
+            if answer is not None:
+                await answer.send(text="Pick at least one GPU first.", response_type="ephemeral",
+                                  replace_original=False)
+            return
+        del self._choices[token]
+        if answer is not None:
+            await answer.send(text=f"Submitting on {', '.join(gpus)}.", response_type="ephemeral",
+                              replace_original=True)
+        pending.request.args["gpu"] = gpus
+        await self.run(pending.request, pending.destination)

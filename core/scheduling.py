@@ -1,0 +1,404 @@
+"""Deadlines on a clock: APScheduler 3 closes leaderboards, sends reminders and announcements, and
+drives the final standings.
+
+The leaderboard rows are the source of truth (``core.deadlines``); APScheduler's jobs, kept in the
+same database (``SQLAlchemyJobStore`` on the app's engine), only say when to look at them. The jobs
+are rebuilt from the rows at start, after every command that changes a leaderboard, and every few
+minutes (edits made by another process), under stable ids with ``replace_existing``: an edited
+deadline, a deleted leaderboard or a restart never leaves a stale or duplicate job. Every job
+function re-reads the row and acts through a claim, so a job that fires twice, late, or in two
+processes at once acts once.
+
+Misfires: after downtime, a deadline missed by at most ``misfire_grace`` closes once when the bot
+is back, with its final standings; one missed by more is left to an admin (``set-deadline``)
+rather than announced days late. A reminder more than ``reminder_grace`` late is skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Coroutine
+from contextlib import suppress
+from contextvars import ContextVar
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from apscheduler.executors.asyncio import AsyncIOExecutor
+from apscheduler.jobstores.base import JobLookupError
+from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.date import DateTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+from sqlalchemy import inspect
+from sqlalchemy.exc import SQLAlchemyError
+
+from core.announcements import Announcement, Occasion
+from core.config import Settings
+from core.db import session_scope
+from core.deadlines import BoardState, board_states, claim_close, claim_opened, claim_reminder
+from core.messages import Reply
+from core.notices import closed_reply, final_standings_reply, opened_reply, reminder_reply
+from core.standings_final import advance
+
+if TYPE_CHECKING:
+    from core.app import Kernelcup
+
+log = structlog.get_logger("kernelcup.scheduling")
+
+# Job functions are stored by reference, as text: a pickled function would break on any move.
+CLOSE = "core.scheduling:close_leaderboard"
+REMIND = "core.scheduling:send_reminder"
+OPENED = "core.scheduling:announce_opened"
+RECONCILE = "core.scheduling:reconcile"
+RECONCILE_ID = "kernelcup:reconcile"
+
+
+def job_prefix(board_id: int) -> str:
+    return f"leaderboard:{board_id}:"
+
+
+# --- configuration --------------------------------------------------------------------------
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([wdhms])")
+_UNIT_S = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
+
+
+def parse_duration(value: object) -> timedelta:
+    """``24h``, ``1h30m``, ``90s``, ``2d``, or a number of seconds."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return timedelta(seconds=value)
+    text = str(value).strip().lower().replace(" ", "")
+    parts = _DURATION.findall(text)
+    if not text or "".join(number + unit for number, unit in parts) != text:
+        raise ValueError(f"cannot read {value!r} as a duration: write it like 24h, 90m, 30s or 2d")
+    return timedelta(seconds=sum(float(number) * _UNIT_S[unit] for number, unit in parts))
+
+
+def _durations(value: object) -> tuple[timedelta, ...]:
+    """A YAML list, or the text of one from an environment variable ("[24h, 1h]" or "24h,1h")."""
+    items = value if isinstance(value, list | tuple) else str(value).strip("[] ").replace(",", " ").split()
+    return tuple(sorted({parse_duration(item) for item in items}, reverse=True))
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    """The ``schedule:`` section of config/kernelcup.yml, checked at start."""
+
+    reminders: tuple[timedelta, ...] = (timedelta(hours=24), timedelta(hours=1))
+    final_top_n: int = 5
+    final_rounds: int = 3
+    misfire_grace: timedelta = timedelta(hours=6)
+    reminder_grace: timedelta = timedelta(minutes=15)
+    final_poll: timedelta = timedelta(seconds=5)
+    reconcile: timedelta = timedelta(minutes=5)
+    start_delay: timedelta = timedelta(seconds=10)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ScheduleConfig:
+        raw: dict[str, Any] = dict(settings.sections.get("schedule") or {})
+        unknown = set(raw) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown schedule setting(s): {', '.join(sorted(unknown))}")
+        values: dict[str, Any] = {}
+        for name, value in raw.items():
+            if name == "reminders":
+                values[name] = _durations(value or [])
+            elif name in ("final_top_n", "final_rounds"):
+                values[name] = int(value)
+                if values[name] < 1:
+                    raise ValueError(f"schedule.{name} must be at least 1, not {value!r}")
+            else:
+                values[name] = parse_duration(value)
+        return cls(**values)
+
+
+# --- APScheduler, shared by several processes -----------------------------------------------
+
+
+class SharedJobStore(SQLAlchemyJobStore):  # type: ignore[misc]
+    """APScheduler's SQL job store, in the app's database, shared by every bot process.
+
+    APScheduler 3 assumes it owns its store: after running a job it removes or updates the row
+    and raises when the row is gone, which also stops that scheduler's timer. Here another
+    process may have run and removed the job first, which is fine (the job functions are
+    idempotent), so a missing row is not an error. The engine is the app's: shutting the store
+    down must not dispose it.
+    """
+
+    def remove_job(self, job_id: str) -> None:
+        with suppress(JobLookupError):
+            super().remove_job(job_id)
+
+    def update_job(self, job: Any) -> None:
+        with suppress(JobLookupError):
+            super().update_job(job)
+
+    def shutdown(self) -> None:
+        return None
+
+    def ensure_table(self) -> None:
+        """Two processes starting at once may both try to create it; one of them wins."""
+        try:
+            self.jobs_t.create(self.engine, checkfirst=True)
+        except SQLAlchemyError:
+            if not inspect(self.engine).has_table(self.jobs_t.name):
+                raise
+
+
+_OWNER: ContextVar[Scheduling] = ContextVar("kernelcup_scheduling")
+
+
+class _OwnedExecutor(AsyncIOExecutor):  # type: ignore[misc]
+    """Runs a job as a task that knows which ``Scheduling`` fired it (one process may hold two
+    apps, as the tests do): the task copies the context that is current when it is created."""
+
+    def __init__(self, owner: Scheduling) -> None:
+        super().__init__()
+        self._owner = owner
+
+    def _do_submit_job(self, job: Any, run_times: list[datetime]) -> None:
+        token = _OWNER.set(self._owner)
+        try:
+            super()._do_submit_job(job, run_times)
+        finally:
+            _OWNER.reset(token)
+
+
+def _owner() -> Scheduling:
+    try:
+        return _OWNER.get()
+    except LookupError:
+        raise RuntimeError("scheduled jobs run only through Scheduling's executor") from None
+
+
+async def close_leaderboard(board_id: int) -> None:
+    await _owner().close(board_id)
+
+
+async def send_reminder(board_id: int, before_s: int) -> None:
+    await _owner().remind(board_id, before_s)
+
+
+async def announce_opened(board_id: int) -> None:
+    await _owner().opened(board_id)
+
+
+async def reconcile() -> None:
+    await _owner().reconcile()
+
+
+# --- what a leaderboard needs -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Planned:
+    func: str
+    run_at: datetime
+    args: tuple[int, ...]
+    grace: timedelta  # APScheduler's misfire grace; the job function checks again
+
+
+def plan(state: BoardState, config: ScheduleConfig, now: datetime) -> dict[str, Planned]:
+    """The jobs a leaderboard needs now, from its row alone (the final standings are driven by
+    a task, not a job: see ``Scheduling.drive_final``)."""
+    prefix, jobs = job_prefix(state.id), {}
+    if state.closed:
+        return {}
+    if state.deadline > now:
+        jobs[prefix + "close"] = Planned(CLOSE, state.deadline, (state.id,), config.misfire_grace)
+        if not state.opened_announced:
+            jobs[prefix + "opened"] = Planned(OPENED, now, (state.id,), config.misfire_grace)
+        for before in config.reminders:
+            due, before_s = state.deadline - before, int(before.total_seconds())
+            if before_s in state.reminders_sent or due + config.reminder_grace < now:
+                continue  # sent, or long past: skipped, never sent late
+            jobs[f"{prefix}remind:{before_s}"] = Planned(REMIND, max(due, now), (state.id, before_s),
+                                                         config.reminder_grace)
+    elif now - state.deadline <= config.misfire_grace:
+        jobs[prefix + "close"] = Planned(CLOSE, now, (state.id,), config.misfire_grace)  # missed while down
+    return jobs
+
+
+def _unchanged(current: Any, planned: Planned, now: datetime) -> bool:
+    """The stored job already runs this function at that time (or both times are due now)."""
+    if current is None or current.next_run_time is None or tuple(current.args) != planned.args:
+        return False
+    return bool(current.next_run_time == planned.run_at or max(current.next_run_time, planned.run_at) <= now)
+
+
+class Scheduling:
+    """The scheduler of one bot process; ``Kernelcup.start`` starts it, ``stop`` stops it."""
+
+    def __init__(self, app: Kernelcup) -> None:
+        self.app = app
+        self.config = ScheduleConfig.from_settings(app.settings)
+        self.store = SharedJobStore(engine=app.engine)
+        self.scheduler = AsyncIOScheduler(
+            timezone=UTC,
+            jobstores={"default": self.store},
+            executors={"default": _OwnedExecutor(self)},
+            job_defaults={"coalesce": True, "max_instances": 1},
+        )
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._drivers: dict[int, asyncio.Task[None]] = {}  # board id -> its final standings' driver
+        self._resume: asyncio.TimerHandle | None = None
+        self._missed: set[int] = set()  # boards already logged as missed beyond the grace
+
+    # -- life cycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Rebuild the jobs from the rows, then run them after ``start_delay``: announcements
+        made at start (a deadline missed while down) must find the adapters registered."""
+        await asyncio.to_thread(self.store.ensure_table)
+        self.scheduler.start(paused=True)
+        await asyncio.to_thread(self.rebuild)
+        every = max(1.0, self.config.reconcile.total_seconds())
+        await asyncio.to_thread(
+            self.scheduler.add_job, RECONCILE, IntervalTrigger(seconds=every, timezone=UTC),
+            id=RECONCILE_ID, name="rebuild jobs from the leaderboards", replace_existing=True,
+            misfire_grace_time=None,
+        )
+        delay = self.config.start_delay.total_seconds()
+        self._resume = asyncio.get_running_loop().call_later(delay, self._go)
+        log.info("scheduler started", reminders=[str(r) for r in self.config.reminders], resume_in_s=delay)
+
+    def _go(self) -> None:
+        self._resume = None
+        if self.scheduler.running:
+            self.scheduler.resume()
+            self._spawn(self.reconcile())
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def stop(self) -> None:
+        if self._resume is not None:
+            self._resume.cancel()
+            self._resume = None
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
+            for _ in range(10):  # AsyncIOScheduler shuts down on the loop's next turn
+                if not self.scheduler.running:
+                    break
+                await asyncio.sleep(0)
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._drivers.clear()
+
+    def wakeup(self) -> None:
+        """Look for due jobs now (tests move the clock, then call this)."""
+        self.scheduler.wakeup()
+
+    # -- keeping the jobs in line with the rows ---------------------------------------------------
+
+    def reschedule(self, board_id: int | None = None) -> None:
+        """After a command changed a leaderboard (from any thread). Without a running scheduler
+        (the one-shot CLI) nothing happens here: the serving process's next reconcile sees it."""
+        if not self.scheduler.running:
+            return
+        try:
+            self.rebuild(board_id)
+        except Exception:
+            log.exception("rescheduling failed; the next reconcile retries", leaderboard_id=board_id)
+
+    def rebuild(self, board_id: int | None = None) -> list[int]:
+        """Make the stored jobs match the rows (of every board, or one). Returns the closed boards
+        whose final standings are not done yet."""
+        now = self.app.now()
+        with session_scope(self.app.engine) as session:
+            states = board_states(session, board_id)
+        desired: dict[str, Planned] = {}
+        for state in states:
+            desired.update(plan(state, self.config, now))
+            if not state.closed and now - state.deadline > self.config.misfire_grace and state.id not in self._missed:
+                self._missed.add(state.id)
+                log.warning("deadline passed beyond the misfire grace (bot down?): not closed automatically; "
+                            "set-deadline runs the close and final standings", leaderboard=state.name)
+        prefix = "leaderboard:" if board_id is None else job_prefix(board_id)
+        existing = {job.id: job for job in self.scheduler.get_jobs() if job.id.startswith(prefix)}
+        for job_id in existing.keys() - desired.keys():
+            self.scheduler.remove_job(job_id)
+        for job_id, planned in desired.items():
+            if _unchanged(existing.get(job_id), planned, now):
+                continue  # don't rewrite the row every few minutes
+            self.scheduler.add_job(
+                planned.func, DateTrigger(run_date=planned.run_at, timezone=UTC), args=planned.args,
+                id=job_id, name=job_id, replace_existing=True,
+                misfire_grace_time=max(1, int(planned.grace.total_seconds())),
+            )
+        return [state.id for state in states if state.closed and not state.final_done]
+
+    async def reconcile(self) -> None:
+        pending = await asyncio.to_thread(self.rebuild)
+        for board_id in pending:
+            self.drive_final(board_id)
+
+    # -- the jobs --------------------------------------------------------------------------------
+
+    async def close(self, board_id: int) -> None:
+        now = self.app.now()
+        state = await asyncio.to_thread(claim_close, self.app.engine, board_id, now, self.config.misfire_grace)
+        await asyncio.to_thread(self.rebuild, board_id)  # drops its reminders; re-plans a moved deadline
+        if state is None:
+            return
+        log.info("leaderboard closed", leaderboard=state.name, deadline=state.deadline.isoformat())
+        reply = closed_reply(state.name, state.deadline, self.config.final_top_n, self.config.final_rounds)
+        await self._publish(state.name, state.public, Occasion.CLOSED, reply)
+        self.drive_final(board_id)
+
+    async def remind(self, board_id: int, before_s: int) -> None:
+        now = self.app.now()
+        state = await asyncio.to_thread(claim_reminder, self.app.engine, board_id, timedelta(seconds=before_s), now,
+                                        self.config.reminder_grace)
+        if state is None:
+            await asyncio.to_thread(self.rebuild, board_id)
+            return
+        reply = reminder_reply(state.name, state.deadline, now)
+        await self._publish(state.name, state.public, Occasion.REMINDER, reply)
+
+    async def opened(self, board_id: int) -> None:
+        now = self.app.now()
+        state = await asyncio.to_thread(claim_opened, self.app.engine, board_id, now)
+        if state is not None:
+            reply = opened_reply(state.name, state.gpus, state.deadline, now)
+            await self._publish(state.name, state.public, Occasion.OPENED, reply)
+
+    def drive_final(self, board_id: int) -> None:
+        """Advance a closed board's final standings until announced (on the event loop)."""
+        running = self._drivers.get(board_id)
+        if running is None or running.done():
+            self._drivers[board_id] = self._spawn(self._drive_final(board_id))
+
+    async def _drive_final(self, board_id: int) -> None:
+        config = self.config
+        while True:
+            try:
+                step = await asyncio.to_thread(advance, self.app.engine, self.app.settings, board_id, self.app.now(),
+                                               config.final_top_n, config.final_rounds)
+            except Exception:
+                log.exception("final standings step failed; retrying", leaderboard_id=board_id)
+            else:
+                if step.queued_jobs:
+                    log.info("final standings re-runs queued", leaderboard_id=board_id, jobs=step.queued_jobs)
+                    self.app.pipeline.wake()
+                if step.rows is not None:
+                    reply = final_standings_reply(step.name, step.rows, config.final_top_n, config.final_rounds)
+                    await self._publish(step.name, step.public, Occasion.FINAL_STANDINGS, reply)
+                if step.done:
+                    return
+            await asyncio.sleep(config.final_poll.total_seconds())
+
+    async def _publish(self, name: str, public: bool, occasion: Occasion, reply: Reply) -> None:
+        if not public:
+            log.info("not announced: the leaderboard is hidden", leaderboard=name, occasion=occasion.value)
+            return
+        delivered = await self.app.announcements.publish(Announcement(name, occasion, reply))
+        log.info("announced", leaderboard=name, occasion=occasion.value, platforms=delivered)

@@ -1,0 +1,114 @@
+"""Benchmark, ranked and profile modes through the real harness, on the CPU."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from conftest import LEADERBOARDS, HarnessRun, leaderboard_spec, run_many, submission
+
+from harness import benchmark, scoring
+from harness.spec import CaseResult, GpuInfo, Mode, Status
+from harness.verdict import RunEnded
+
+ADDMUL = LEADERBOARDS / "addmul"
+SECRET = 31415926535897932384626
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, HarnessRun]:
+    specs = {
+        "benchmark": leaderboard_spec(ADDMUL, submission("correct.py"), Mode.BENCHMARK, timeout_s=60),
+        "ranked_a": leaderboard_spec(ADDMUL, submission("correct.py"), Mode.RANKED, timeout_s=90, secret_seed=SECRET),
+        "ranked_b": leaderboard_spec(ADDMUL, submission("correct.py"), Mode.RANKED, timeout_s=90, secret_seed=SECRET),
+        "crash": leaderboard_spec(ADDMUL, submission("crash_in_benchmark.py"), Mode.BENCHMARK),
+        "profile": leaderboard_spec(ADDMUL, submission("correct.py"), Mode.PROFILE, timeout_s=60),
+    }
+    batch: dict[str, HarnessRun] = run_many(specs, workers=2)
+    return batch
+
+
+def test_benchmark_reports_statistics_for_every_case(runs: dict[str, HarnessRun]) -> None:
+    result = runs["benchmark"].outcome()
+    assert result.status is Status.PASSED, result.verdict
+    assert [b.case for b in result.benchmarks] == [{"size": 1000, "seed": 21}, {"size": 4000, "seed": 22}]
+    for case in result.benchmarks:
+        assert case.runs >= 10
+        assert case.min_ns is not None and case.median_ns is not None and case.max_ns is not None
+        assert case.min_ns <= case.median_ns <= case.max_ns
+        assert case.ci_low_ns is not None and case.ci_high_ns is not None
+        assert case.ci_low_ns <= case.median_ns <= case.ci_high_ns
+        assert case.mean_ns and case.std_ns is not None
+        assert case.gbps and case.tflops  # reference.py defines bytes() and flops()
+
+
+def test_the_score_is_the_leaderboards_combination_of_medians(runs: dict[str, HarnessRun]) -> None:
+    result = runs["benchmark"].outcome()
+    medians = [(b.median_ns or 0) * 1e-9 for b in result.benchmarks]
+    assert result.score_s == pytest.approx(scoring.combine("geom", medians))
+    assert "score" in result.verdict
+
+
+def test_benchmark_mode_reports_progress_and_system_info(runs: dict[str, HarnessRun]) -> None:
+    run = runs["benchmark"]
+    phases = [(p.phase, p.done, p.total) for p in run.progress]
+    assert ("testing", 3, 3) in phases and ("benchmarking", 2, 2) in phases
+    system = run.outcome().system
+    assert system.device == "cpu" and system.torch and system.python and system.isolation
+
+
+def test_ranked_runs_test_with_derived_seeds_never_the_public_ones(runs: dict[str, HarnessRun]) -> None:
+    result = runs["ranked_a"].outcome()
+    assert result.status is Status.PASSED, result.verdict
+    public = {11, 12, 13}
+    assert not {t.case["seed"] for t in result.tests} & public
+
+
+def test_each_ranked_run_draws_new_inputs(runs: dict[str, HarnessRun]) -> None:
+    a = [t.case["seed"] for t in runs["ranked_a"].outcome().tests]
+    b = [t.case["seed"] for t in runs["ranked_b"].outcome().tests]
+    assert a != b
+
+
+def test_ranked_results_carry_a_score(runs: dict[str, HarnessRun]) -> None:
+    result = runs["ranked_a"].outcome()
+    assert result.score_s is not None and result.score_s > 0
+    assert result.verdict.startswith("all 3 tests passed; ranked score")
+
+
+def test_a_crash_in_a_benchmark_names_it(runs: dict[str, HarnessRun]) -> None:
+    result = runs["crash"].outcome()
+    assert result.status is Status.CRASHED
+    assert "benchmark 2 of 2" in result.verdict and "fails on large inputs" in result.verdict
+
+
+def test_profile_mode_without_a_gpu_keeps_a_torch_profiler_table(runs: dict[str, HarnessRun]) -> None:
+    result = runs["profile"].outcome()
+    assert result.status is Status.PASSED, result.verdict
+    assert "torch.profiler" in result.verdict
+    assert "aten::" in result.files["profile_0.txt"]
+
+
+class _Work:
+    """A leaderboard's flops()/bytes() as the harness sees them: 2 flops and 12 bytes per element."""
+
+    def work(self, case: dict[str, int]) -> tuple[float, float]:
+        return 2.0 * case["size"], 12.0 * case["size"]
+
+
+def test_a_median_below_the_physical_floor_fails() -> None:
+    problem: Any = _Work()
+    case = CaseResult(case={"size": 10**9, "seed": 1}, passed=True, median_ns=1000.0)
+    gpu = GpuInfo(name="H100", peak_bandwidth_gbps=3350.0, peak_tflops=989.0)
+    with pytest.raises(RunEnded, match="below the physical floor"):
+        benchmark._roofline(case, problem, case.case, gpu, "cuda", "benchmark 1 of 1")
+
+
+def test_roofline_figures_are_relative_to_the_gpu_peaks() -> None:
+    problem: Any = _Work()
+    size = 10**6
+    case = CaseResult(case={"size": size, "seed": 1}, passed=True, median_ns=12e6 / 3000.0)  # 3 TB/s
+    gpu = GpuInfo(name="H100", peak_bandwidth_gbps=3350.0, peak_tflops=989.0)
+    benchmark._roofline(case, problem, case.case, gpu, "cuda", "benchmark 1 of 1")
+    assert case.gbps == pytest.approx(3000.0)
+    assert case.percent_of_peak == pytest.approx(100 * 3000 / 3350)
