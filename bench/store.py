@@ -62,6 +62,7 @@ class Outcome:
     load_s: float
     rebuild_s: float
     timings: list[Timing]
+    load_average: float  # of the machine while the queries were timed
 
 
 @contextmanager
@@ -297,9 +298,10 @@ def bench(kind: str, runs: int, users: int, calls: int, pg_admin: str) -> Outcom
             rebuild_s = time.perf_counter() - started
             analyze(engine)
             timings = measure(engine, users, calls, seed=2)
+            load_average = os.getloadavg()[0]
         finally:
             engine.dispose()
-    return Outcome(kind, loaded, users, entries, load_s, rebuild_s, timings)
+    return Outcome(kind, loaded, users, entries, load_s, rebuild_s, timings, load_average)
 
 
 def table(outcome: Outcome) -> str:
@@ -324,7 +326,8 @@ def section(outcome: Outcome, database: str, calls: int) -> str:
         f"## {outcome.database}\n\n"
         f"{database}, {date.today().isoformat()}; this dev box: {os.cpu_count()} cores "
         f"({platform.processor() or platform.machine()}), Python {platform.python_version()}, "
-        f"shared with other work, so the p95 is noisy.\n\n"
+        f"shared with other work (1-minute load average {outcome.load_average:.1f} at the "
+        f"end of the timed calls).\n\n"
         f"{outcome.runs:,} runs from {outcome.users:,} users on {len(GPUS)} GPUs "
         f"({outcome.entries:,} BestScore entries); bulk load {outcome.load_s:.1f} s, "
         f"`rebuild_best` {outcome.rebuild_s:.1f} s; {calls} calls each, "

@@ -110,6 +110,12 @@ def check_reachable(url: str | URL, timeout_s: int = 5) -> None:
     """Fail at start with one line that names the database, instead of a traceback mid-request."""
     parsed = make_url(url)
     shown = parsed.render_as_string(hide_password=True)
+    if parsed.get_backend_name() == "sqlite":
+        try:
+            _ensure_sqlite_dir(parsed)  # as make_engine will: a fresh install has no folder yet
+        except OSError as error:
+            reason = f"cannot create its folder: {(error.strerror or str(error)).lower()}"
+            raise StoreUnavailable(f"cannot reach the database at {shown}: {reason}") from None
     connect_args: dict[str, Any] = {}
     if parsed.get_backend_name() == "postgresql":
         connect_args["connect_timeout"] = timeout_s

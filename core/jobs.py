@@ -17,7 +17,7 @@ from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 from sqlalchemy import ColumnElement, and_, update
@@ -29,16 +29,14 @@ from core.db import as_utc, session_scope
 from core.events import EventBus, JobEvent, Phase, follow, job_event, progress_text
 from core.jobspec import build_spec
 from core.models import Job, JobStatus, Run, Submission, utcnow
+from core.ranking import RankChange, record_run
 from core.runner import RunContext, Runner, RunnerError
 from core.switches import set_submissions_paused, submissions_paused
 from core.timeouts import runner_limit
 from harness.spec import JobSpec, Progress, Result, Status
 
-if TYPE_CHECKING:
-    from core.ranking import RankChange
-
 # Told after a ranked run's commit changed its author's rank (e.g. to announce a new #1).
-RankListener = Callable[[Run, "RankChange"], Awaitable[None]]
+RankListener = Callable[[Run, RankChange], Awaitable[None]]
 
 log = structlog.get_logger(__name__)
 
@@ -61,9 +59,7 @@ def set_paused(session: Session, paused: bool) -> None:
 
 def restart_failure(restarts: int) -> str:
     times = {1: "once", 2: "twice"}.get(restarts, f"{restarts} times")
-    return (
-        f"the bot restarted {times} while this job ran; it was not retried again — please resubmit"
-    )
+    return f"the bot restarted {times} while this job ran; it was not retried again — please resubmit"
 
 
 @dataclass(frozen=True)
@@ -247,9 +243,7 @@ class Pipeline:
                 log.exception("recovering stale jobs failed")
 
     async def _run_job(self, lane: _Lane, claim: _Claim) -> None:
-        with structlog.contextvars.bound_contextvars(
-            submission_id=claim.submission_id, job_id=claim.job_id
-        ):
+        with structlog.contextvars.bound_contextvars(submission_id=claim.submission_id, job_id=claim.job_id):
             claim.heartbeat = asyncio.create_task(self._heartbeat(claim))
             try:
                 self._publish(claim, status=RUNNING)
@@ -359,9 +353,7 @@ class Pipeline:
 
     def _publish(self, claim: _Claim, status: JobStatus) -> None:
         progress = (claim.phase, claim.done, claim.total)
-        self.bus.publish(
-            JobEvent(claim.submission_id, claim.job_id, claim.gpu, *progress, status=status)
-        )
+        self.bus.publish(JobEvent(claim.submission_id, claim.job_id, claim.gpu, *progress, status=status))
 
     async def _refresh_positions(self) -> None:
         """Tell listeners their new place in the queue; nobody listening costs nothing."""
@@ -378,9 +370,7 @@ class Pipeline:
         now = self.clock()
         oldest = (
             select(Job.id)
-            .where(
-                Job.status == QUEUED, Job.runner == lane.runner.name, col(Job.gpu).in_(lane.gpus)
-            )
+            .where(Job.status == QUEUED, Job.runner == lane.runner.name, col(Job.gpu).in_(lane.gpus))
             .order_by(col(Job.id))
             .limit(1)
             .with_for_update(skip_locked=True)  # PostgreSQL; SQLite serialises writers anyway
@@ -427,9 +417,7 @@ class Pipeline:
             return taken
 
     def _ours(self, job_id: int) -> ColumnElement[bool]:
-        return and_(
-            col(Job.id) == job_id, col(Job.status) == RUNNING, col(Job.worker) == self.worker_id
-        )
+        return and_(col(Job.id) == job_id, col(Job.status) == RUNNING, col(Job.worker) == self.worker_id)
 
     def _change(
         self,
@@ -469,7 +457,7 @@ class Pipeline:
             run.system_json = json.dumps(asdict(result.system))
             session.add(run)
             session.flush()
-            claim.rank_change = _record_run(session, run)
+            claim.rank_change = record_run(session, run)  # best scores, same transaction
             return run.id
 
         values = {"status": status, "error": error, "finished_at": self.clock(), "progress": None}
@@ -498,9 +486,7 @@ class Pipeline:
         Gone means silent for STALE_HEARTBEATS heartbeat periods or, at start, our own worker id
         (we are its next life).
         """
-        stale_before = self.clock() - timedelta(
-            seconds=STALE_HEARTBEATS * self.settings.limits.heartbeat_s
-        )
+        stale_before = self.clock() - timedelta(seconds=STALE_HEARTBEATS * self.settings.limits.heartbeat_s)
         recovery, events = Recovery(), []
         with session_scope(self.engine) as session:
             jobs = session.exec(select(Job).where(Job.status == RUNNING)).all()
@@ -546,12 +532,3 @@ class Pipeline:
                 outcome="re-queued" if retry else "failed",
             )
         return recovery, events
-
-
-def _record_run(session: Session, run: Run) -> RankChange | None:
-    """Keep best scores in the same transaction as the run (core.ranking, when present)."""
-    try:
-        from core.ranking import record_run
-    except ImportError:
-        return None
-    return record_run(session, run)

@@ -17,7 +17,7 @@ rather than announced days late. A reminder more than ``reminder_grace`` late is
 from __future__ import annotations
 
 import asyncio
-import re
+import threading
 from collections.abc import Coroutine
 from contextlib import suppress
 from contextvars import ContextVar
@@ -36,11 +36,11 @@ from sqlalchemy import inspect
 from sqlalchemy.exc import SQLAlchemyError
 
 from core.announcements import Announcement, Occasion
-from core.config import Settings
 from core.db import session_scope
 from core.deadlines import BoardState, board_states, claim_close, claim_opened, claim_reminder
 from core.messages import Reply
 from core.notices import closed_reply, final_standings_reply, opened_reply, reminder_reply
+from core.schedule_config import ScheduleConfig
 from core.standings_final import advance
 
 if TYPE_CHECKING:
@@ -58,61 +58,6 @@ RECONCILE_ID = "kernelcup:reconcile"
 
 def job_prefix(board_id: int) -> str:
     return f"leaderboard:{board_id}:"
-
-
-# --- configuration --------------------------------------------------------------------------
-
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([wdhms])")
-_UNIT_S = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
-
-
-def parse_duration(value: object) -> timedelta:
-    """``24h``, ``1h30m``, ``90s``, ``2d``, or a number of seconds."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return timedelta(seconds=value)
-    text = str(value).strip().lower().replace(" ", "")
-    parts = _DURATION.findall(text)
-    if not text or "".join(number + unit for number, unit in parts) != text:
-        raise ValueError(f"cannot read {value!r} as a duration: write it like 24h, 90m, 30s or 2d")
-    return timedelta(seconds=sum(float(number) * _UNIT_S[unit] for number, unit in parts))
-
-
-def _durations(value: object) -> tuple[timedelta, ...]:
-    """A YAML list, or the text of one from an environment variable ("[24h, 1h]" or "24h,1h")."""
-    items = value if isinstance(value, list | tuple) else str(value).strip("[] ").replace(",", " ").split()
-    return tuple(sorted({parse_duration(item) for item in items}, reverse=True))
-
-
-@dataclass(frozen=True)
-class ScheduleConfig:
-    """The ``schedule:`` section of config/kernelcup.yml, checked at start."""
-
-    reminders: tuple[timedelta, ...] = (timedelta(hours=24), timedelta(hours=1))
-    final_top_n: int = 5
-    final_rounds: int = 3
-    misfire_grace: timedelta = timedelta(hours=6)
-    reminder_grace: timedelta = timedelta(minutes=15)
-    final_poll: timedelta = timedelta(seconds=5)
-    reconcile: timedelta = timedelta(minutes=5)
-    start_delay: timedelta = timedelta(seconds=10)
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> ScheduleConfig:
-        raw: dict[str, Any] = dict(settings.sections.get("schedule") or {})
-        unknown = set(raw) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"unknown schedule setting(s): {', '.join(sorted(unknown))}")
-        values: dict[str, Any] = {}
-        for name, value in raw.items():
-            if name == "reminders":
-                values[name] = _durations(value or [])
-            elif name in ("final_top_n", "final_rounds"):
-                values[name] = int(value)
-                if values[name] < 1:
-                    raise ValueError(f"schedule.{name} must be at least 1, not {value!r}")
-            else:
-                values[name] = parse_duration(value)
-        return cls(**values)
 
 
 # --- APScheduler, shared by several processes -----------------------------------------------
@@ -246,6 +191,8 @@ class Scheduling:
         self._drivers: dict[int, asyncio.Task[None]] = {}  # board id -> its final standings' driver
         self._resume: asyncio.TimerHandle | None = None
         self._missed: set[int] = set()  # boards already logged as missed beyond the grace
+        # One rebuild at a time here, each reading the rows inside: the newest rows always win.
+        self._rebuilding = threading.Lock()
 
     # -- life cycle ----------------------------------------------------------------------------
 
@@ -263,7 +210,8 @@ class Scheduling:
         )
         delay = self.config.start_delay.total_seconds()
         self._resume = asyncio.get_running_loop().call_later(delay, self._go)
-        log.info("scheduler started", reminders=[str(r) for r in self.config.reminders], resume_in_s=delay)
+        reminders = [f"{r.total_seconds() / 3600:g}h" for r in self.config.reminders]
+        log.info("scheduler started", reminders=reminders, resume_in_s=delay)
 
     def _go(self) -> None:
         self._resume = None
@@ -312,6 +260,10 @@ class Scheduling:
     def rebuild(self, board_id: int | None = None) -> list[int]:
         """Make the stored jobs match the rows (of every board, or one). Returns the closed boards
         whose final standings are not done yet."""
+        with self._rebuilding:
+            return self._rebuild(board_id)
+
+    def _rebuild(self, board_id: int | None) -> list[int]:
         now = self.app.now()
         with session_scope(self.app.engine) as session:
             states = board_states(session, board_id)

@@ -66,9 +66,7 @@ def main(stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
 
         result = run_job(spec, emit, started)
     except (SpecError, ValueError) as exc:
-        result = Result(
-            job_id=job_id, mode=mode, status=Status.ERROR, verdict=f"bad job spec: {exc}"
-        )
+        result = Result(job_id=job_id, mode=mode, status=Status.ERROR, verdict=f"bad job spec: {exc}")
     except Terminated as exc:
         result = Result(job_id=job_id, mode=mode, status=Status.ERROR, verdict=str(exc))
     except BaseException as exc:

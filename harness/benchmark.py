@@ -79,22 +79,16 @@ def time_case(
     session.warm_up(seeds.case(case, "warmup"), min(plan.warmup_min_s, warm_s), warm_s)
 
     session.activity = f"while calibrating {label}"
-    baseline = [
-        session.time_call(seeds.case(case, "baseline", i), noop=True) for i in range(BASELINE_CALLS)
-    ]
+    baseline = [session.time_call(seeds.case(case, "baseline", i), noop=True) for i in range(BASELINE_CALLS)]
 
     session.activity = f"in {label}"
     readings: list[Timed] = []
     start = time.monotonic()
-    rule = dataclasses.replace(
-        plan.rule, max_seconds=max(0.0, min(plan.rule.max_seconds, seconds - (start - begun)))
-    )
+    rule = dataclasses.replace(plan.rule, max_seconds=max(0.0, min(plan.rule.max_seconds, seconds - (start - begun))))
     index = 0
     while True:
         if rng.random() < NOOP_SHARE:  # no-op calls throughout, so both see the same conditions
-            baseline.append(
-                session.time_call(seeds.case(case, "baseline", len(baseline)), noop=True)
-            )
+            baseline.append(session.time_call(seeds.case(case, "baseline", len(baseline)), noop=True))
             continue
         kwargs = seeds.case(case, "bench", index)
         readings.append(session.time_call(kwargs))
@@ -129,9 +123,7 @@ def time_case(
     return CaseTiming(result, summary.median * 1e-9)
 
 
-def _recheck(
-    session: Session, problem: Problem, kwargs: Case, label: str, index: int, max_payload: int
-) -> None:
+def _recheck(session: Session, problem: Problem, kwargs: Case, label: str, index: int, max_payload: int) -> None:
     shipped = session.ship(max_payload)
     where = f"{label} (timed call {index + 1}, {describe_case(kwargs)})"
     if shipped.error:
@@ -187,14 +179,10 @@ def _check_clock(readings: list[Timed], baseline: list[Timed], label: str) -> No
         )
     impossible = sum(1 for r in readings if r.event_ns > r.wall_ns * 1.01 + 10_000)
     if impossible > len(readings) // 10:
-        raise RunEnded(
-            Status.FAILED, f"{label}: GPU times longer than the host saw (timer tampering?)"
-        )
+        raise RunEnded(Status.FAILED, f"{label}: GPU times longer than the host saw (timer tampering?)")
 
 
-def _roofline(
-    result: CaseResult, problem: Problem, case: Case, gpu: GpuInfo, device: str, label: str
-) -> None:
+def _roofline(result: CaseResult, problem: Problem, case: Case, gpu: GpuInfo, device: str, label: str) -> None:
     flops, nbytes = problem.work(case)
     median_s = (result.median_ns or 0.0) * 1e-9
     if median_s <= 0:

@@ -73,9 +73,7 @@ def layout_problems(output: Any, expected: Any, where: str = "output") -> list[s
     return []
 
 
-def _pairs(
-    output: Any, expected: Any, where: str = "output"
-) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+def _pairs(output: Any, expected: Any, where: str = "output") -> list[tuple[str, torch.Tensor, torch.Tensor]]:
     if isinstance(expected, torch.Tensor) and isinstance(output, torch.Tensor):
         return [(where, output, expected)]
     pairs: list[tuple[str, torch.Tensor, torch.Tensor]] = []
@@ -100,10 +98,7 @@ def nan_problems(output: Any, expected: Any) -> list[str]:
         count = int(bad.sum().item())
         if count:
             first = int(torch.nonzero(bad.flatten())[0].item())
-            found.append(
-                f"{where} has NaN in {count} of {got.numel()} elements, "
-                f"first at {_index(first, got.shape)}"
-            )
+            found.append(f"{where} has NaN in {count} of {got.numel()} elements, first at {_index(first, got.shape)}")
     return found
 
 
@@ -122,9 +117,7 @@ def worst_mismatches(output: Any, expected: Any) -> str:
         top = torch.topk(diff.flatten(), min(MAX_WORST, wrong)).indices.tolist()
         flat_got, flat_want = got.flatten(), want.flatten()
         shown = ", ".join(
-            f"at {_index(i, got.shape)} got {flat_got[i].item():.6g}, "
-            f"expected {flat_want[i].item():.6g}"
-            for i in top
+            f"at {_index(i, got.shape)} got {flat_got[i].item():.6g}, expected {flat_want[i].item():.6g}" for i in top
         )
         lines.append(f"{where}: {wrong} of {got.numel()} elements differ; worst {shown}")
     return "; ".join(lines)

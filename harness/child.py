@@ -67,6 +67,36 @@ def _poison_host_allocations() -> None:
         pass
 
 
+def _poison_cuda_cache(nbytes: int) -> None:
+    """Fill free memory in torch's CUDA cache with 0xFF bytes (NaN for floats, -1 for integers).
+
+    Before a checked call: tensors the submission then allocates and leaves partly unwritten
+    read as NaN instead of stale data. Large blocks come from one poisoned segment of about
+    ``nbytes``, small ones (under 1 MiB, their own pool) from poisoned 2 MiB segments.
+    """
+    import torch
+
+    torch.cuda.empty_cache()
+    free, _ = torch.cuda.mem_get_info()
+    size = max(64 << 20, min(nbytes, free // 4))
+    large = torch.empty(size, dtype=torch.uint8, device="cuda")
+    large.fill_(0xFF)
+    small = [torch.empty(512 << 10, dtype=torch.uint8, device="cuda").fill_(0xFF) for _ in range(32)]
+    del large, small
+
+
+def _nbytes(data: Any) -> int:
+    import torch
+
+    if isinstance(data, torch.Tensor):
+        return data.numel() * data.element_size()
+    if isinstance(data, tuple | list):
+        return sum(_nbytes(item) for item in data)
+    if isinstance(data, dict):
+        return sum(_nbytes(item) for item in data.values())
+    return 0
+
+
 def _format_exception(exc: BaseException) -> str:
     text = "".join(traceback.format_exception(exc))
     return text[-MAX_TRACEBACK:]
@@ -97,9 +127,7 @@ def main(argv: list[str]) -> int:
         return 71
 
 
-def _serve(
-    channel: Any, workdir: Path, submission_file: str, requested_device: str, isolation: str
-) -> int:
+def _serve(channel: Any, workdir: Path, submission_file: str, requested_device: str, isolation: str) -> int:
     import torch
 
     from harness import fingerprint as fp
@@ -108,9 +136,7 @@ def _serve(
 
     if requested_device == "cuda" or (requested_device == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
-            channel.send(
-                {"msg": "problem_error", "error": "a GPU was requested but CUDA is not available"}
-            )
+            channel.send({"msg": "no_device", "error": "a GPU was requested but CUDA is not available"})
             return 0
         device = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.init()  # type: ignore[no-untyped-call]
@@ -136,7 +162,9 @@ def _serve(
     channel.send({"msg": "ready", "device": str(device), "info": info})
 
     staging: Any = None
+    ipc_failed = False
     kept: Any = None
+    last_input_bytes = 0
     device_name = device.type
 
     def noop(data: Any) -> None:
@@ -149,14 +177,14 @@ def _serve(
             raise _ProblemFailure(f"generate_input failed: {type(exc).__name__}: {exc}") from exc
 
     def ship(output: Any, data_print: Any) -> None:
-        nonlocal staging
+        nonlocal staging, ipc_failed
         try:
             tree, tensors = transfer.flatten(output)
         except transfer.OutputError as exc:
             channel.send({"msg": "bad_output", "error": str(exc)})
             return
         needed = transfer.staging_bytes_needed(tensors)
-        if needed and (staging is None or staging.nbytes < needed):
+        if needed and not ipc_failed and (staging is None or staging.nbytes < needed):
             channel.send({"msg": "need_staging", "nbytes": needed})
             reply, _ = channel.recv(max_payload=0)
             if reply.get("op") == "staging":
@@ -168,6 +196,7 @@ def _serve(
                     staging = BorrowedBuffer(str(reply["handle"]), int(reply["nbytes"]))
                 except Exception as exc:
                     staging = None
+                    ipc_failed = True
                     print(
                         f"kernelcup: CUDA IPC unavailable ({exc}); copying through the host",
                         file=sys.stderr,
@@ -188,7 +217,10 @@ def _serve(
                 return 0
             if op == "run":
                 kept = None
+                if device.type == "cuda":
+                    _poison_cuda_cache(3 * last_input_bytes)
                 data = generate(message)
+                last_input_bytes = _nbytes(data)
                 data_print = fp.fingerprint(data)
                 synchronize()
                 output = kernel(data)
@@ -198,9 +230,7 @@ def _serve(
             elif op == "warmup":
                 kept = None
                 data = generate(message)
-                warm = timing.warm_up(
-                    timer, kernel, data, float(message["min_s"]), float(message["max_s"])
-                )
+                warm = timing.warm_up(timer, kernel, data, float(message["min_s"]), float(message["max_s"]))
                 del data
                 channel.send({"msg": "warm", **warm.__dict__})
             elif op == "time":

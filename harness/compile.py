@@ -70,9 +70,7 @@ def nvcc_command(nvcc: str, spec: JobSpec, arch: list[str]) -> list[str]:
 def _cache_key(nvcc: str, command: list[str], spec: JobSpec) -> str:
     digest = hashlib.sha256()
     try:
-        version = subprocess.run(
-            [nvcc, "--version"], capture_output=True, text=True, timeout=30
-        ).stdout
+        version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired):
         version = "unknown"
     digest.update(version.encode())
@@ -89,9 +87,7 @@ def build(spec: JobSpec, workspace: Workspace, deadline: float) -> Build:
         return Build(None, "nvcc not found: this machine cannot build CUDA leaderboards")
     missing = [source for source in spec.task.sources if source not in spec.files]
     if not spec.task.sources or missing:
-        return Build(
-            None, f"task.yml's config.sources lists files the job lacks: {missing or '(none)'}"
-        )
+        return Build(None, f"task.yml's config.sources lists files the job lacks: {missing or '(none)'}")
     command = nvcc_command(nvcc, spec, gpu_arch())
     key = _cache_key(nvcc, command, spec)
     cached = cache_root() / "nvcc" / key / BINARY

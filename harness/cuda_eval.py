@@ -85,8 +85,7 @@ def case_line(case: Case) -> str:
         ):
             raise RunEnded(
                 Status.ERROR,
-                f"case value {key}={value!r} cannot be passed to a CUDA driver "
-                "(integers or words only)",
+                f"case value {key}={value!r} cannot be passed to a CUDA driver (integers or words only)",
             )
         parts.append(f"{key}: {value}")
     return "; ".join(parts)
@@ -140,14 +139,8 @@ def _run_binary(
         report.join(timeout=2)
         kind = "test" if mode == "test" else "benchmark"
         index = report.running(kind)
-        where = (
-            f" in {kind} {index + 1} ({report.values.get(f'{kind}.{index}.spec', '')})"
-            if index is not None
-            else ""
-        )
-        raise RunEnded(
-            Status.TIMED_OUT, f"timed out after {timeout_s:.0f} s {label}{where}"
-        ) from None
+        where = f" in {kind} {index + 1} ({report.values.get(f'{kind}.{index}.spec', '')})" if index is not None else ""
+        raise RunEnded(Status.TIMED_OUT, f"timed out after {timeout_s:.0f} s {label}{where}") from None
     finally:
         kill_adopted_children()
     report.join(timeout=5)
@@ -173,9 +166,7 @@ def _benchmark_from(report: dict[str, str], index: int, case: Case, label: str) 
         error = report.get(f"{prefix}.error") or report.get("test.0.error") or "check failed"
         raise RunEnded(Status.FAILED, f"{label} failed: {error}")
     try:
-        durations = [
-            float(v) for v in report.get(f"{prefix}.durations", "").split(",") if v.strip()
-        ]
+        durations = [float(v) for v in report.get(f"{prefix}.durations", "").split(",") if v.strip()]
         if durations:
             summary = stats.summarize(durations)
             return CaseResult(
@@ -204,9 +195,7 @@ def _benchmark_from(report: dict[str, str], index: int, case: Case, label: str) 
             std_ns=float(report[f"{prefix}.std"]) if f"{prefix}.std" in report else None,
         )
     except (KeyError, ValueError) as exc:
-        raise RunEnded(
-            Status.CRASHED, f"{label}: the CUDA program's report is incomplete ({exc})"
-        ) from None
+        raise RunEnded(Status.CRASHED, f"{label}: the CUDA program's report is incomplete ({exc})") from None
 
 
 def run(spec: JobSpec, workspace: Workspace, result: Result, emit: Emit, deadline: float) -> None:
@@ -219,9 +208,7 @@ def run(spec: JobSpec, workspace: Workspace, result: Result, emit: Emit, deadlin
     import torch
 
     if spec.device == "cpu" or not torch.cuda.is_available():
-        raise RunEnded(
-            Status.ERROR, "compiled; CUDA leaderboards need a GPU to run, and none is present"
-        )
+        raise RunEnded(Status.ERROR, "compiled; CUDA leaderboards need a GPU to run, and none is present")
     if spec.mode is Mode.PROFILE:
         raise RunEnded(Status.ERROR, "profile mode is not available for CUDA leaderboards yet")
     from harness import sysinfo
@@ -252,9 +239,7 @@ def _run_modes(
 ) -> None:
     tests = [seeds.case(case, "test") for case in spec.task.tests]
     emit(Progress("testing", 0, len(tests)))
-    report = _run_binary(
-        binary, "test", tests, workspace, deadline, spec.timeout_s, "while testing", outputs
-    )
+    report = _run_binary(binary, "test", tests, workspace, deadline, spec.timeout_s, "while testing", outputs)
     result.tests = _tests_from(report, tests)
     emit(Progress("testing", len(tests), len(tests)))
     failed = [(i, t) for i, t in enumerate(result.tests) if not t.passed]

@@ -74,9 +74,7 @@ class SharedBuffer:
         self.nbytes = nbytes
         handle = _Handle()
         try:
-            self._driver.call(
-                "cuIpcGetMemHandle", ctypes.byref(handle), ctypes.c_uint64(self._pointer)
-            )
+            self._driver.call("cuIpcGetMemHandle", ctypes.byref(handle), ctypes.c_uint64(self._pointer))
         except CudaIpcError:
             self.close()
             raise

@@ -82,9 +82,7 @@ class Problem:
         try:
             self.module = importlib.import_module("reference")
         except BaseException as exc:
-            raise ProblemError(
-                f"reference.py failed to import: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise ProblemError(f"reference.py failed to import: {type(exc).__name__}: {exc}") from exc
         generate = getattr(self.module, "generate_input", None)
         if not callable(generate):
             raise ProblemError("reference.py defines no generate_input")
@@ -134,9 +132,7 @@ class Problem:
         try:
             value = float(function(**case))
         except Exception as exc:
-            raise ProblemError(
-                f"reference.py's {name}() failed: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise ProblemError(f"reference.py's {name}() failed: {type(exc).__name__}: {exc}") from exc
         return value if math.isfinite(value) and value > 0 else None
 
 
@@ -154,6 +150,4 @@ def normalize_check(result: Any) -> tuple[bool, str]:
     if isinstance(result, tuple | list) and len(result) == 2:
         ok, message = result
         return bool(ok), str(message or "")
-    raise ProblemError(
-        f"check_implementation returned {type(result).__name__}; expected (ok, message) or a string"
-    )
+    raise ProblemError(f"check_implementation returned {type(result).__name__}; expected (ok, message) or a string")

@@ -78,9 +78,7 @@ def _run(
     except subprocess.TimeoutExpired:
         os.killpg(popen.pid, 9)
         popen.wait()
-        raise RunEnded(
-            Status.TIMED_OUT, f"timed out after {timeout_s:.0f} s while profiling"
-        ) from None
+        raise RunEnded(Status.TIMED_OUT, f"timed out after {timeout_s:.0f} s while profiling") from None
     finally:
         kill_adopted_children()
     stdout.join(timeout=2)
@@ -139,9 +137,7 @@ def _ncu_summary(csv_text: str) -> tuple[str, float]:
     return "; ".join(lines) or "no kernels were profiled", total
 
 
-def run(
-    spec: JobSpec, workspace: Workspace, result: Result, emit: Emit, deadline: float, device: str
-) -> None:
+def run(spec: JobSpec, workspace: Workspace, result: Result, emit: Emit, deadline: float, device: str) -> None:
     cases = spec.task.benchmarks
     if not cases:
         raise RunEnded(Status.ERROR, "the leaderboard defines no benchmarks to profile")
@@ -172,13 +168,9 @@ def run(
                 try:
                     table = read_child_file(out, name)
                 except OSError as exc:
-                    raise RunEnded(
-                        Status.CRASHED, f"no profile was written for benchmark {index + 1}: {exc}"
-                    ) from None
+                    raise RunEnded(Status.CRASHED, f"no profile was written for benchmark {index + 1}: {exc}") from None
                 result.files[name] = table
-                result.benchmarks.append(
-                    CaseResult(case=case, passed=True, message=f"torch.profiler table in {name}")
-                )
+                result.benchmarks.append(CaseResult(case=case, passed=True, message=f"torch.profiler table in {name}"))
                 emit(Progress("profiling", index + 1, len(cases)))
             tool = "torch.profiler"
     finally:
@@ -186,8 +178,7 @@ def run(
             attach_output(result, stdout, stderr)
     result.status = Status.PASSED
     result.verdict = (
-        f"all {len(result.tests)} tests passed; profiled {len(cases)} benchmarks with {tool} "
-        "(reports in files)"
+        f"all {len(result.tests)} tests passed; profiled {len(cases)} benchmarks with {tool} (reports in files)"
     )
 
 
@@ -228,8 +219,7 @@ def _profile_ncu(
         if status != 0:
             raise RunEnded(
                 Status.CRASHED,
-                f"the submission's process failed under ncu on benchmark {index + 1} "
-                f"(exit {status})",
+                f"the submission's process failed under ncu on benchmark {index + 1} (exit {status})",
             )
         rep = f"{report}.ncu-rep"
         raw = subprocess.run(

@@ -16,9 +16,7 @@ PROFILED_CALLS = 5
 
 
 def main(argv: list[str]) -> int:
-    workdir, submission_name, cases_file, out_dir, device_name, tool, only, userns, parent_pid = (
-        argv
-    )
+    workdir, submission_name, cases_file, out_dir, device_name, tool, only, userns, parent_pid = argv
     from harness import child
 
     if userns == "1":

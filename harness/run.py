@@ -78,9 +78,7 @@ def attach_output(result: Result, stdout: StreamCapture, stderr: StreamCapture) 
         setattr(result, name, text)
 
 
-def start_python_child(
-    spec: JobSpec, workspace: Workspace, extra_env: dict[str, str] | None = None
-) -> Child:
+def start_python_child(spec: JobSpec, workspace: Workspace, extra_env: dict[str, str] | None = None) -> Child:
     key = spec.files[spec.submission_name]
     env = child_environment(
         workspace.home,
@@ -105,9 +103,7 @@ def start_python_child(
     return spawn(command, workspace.work, workspace.identity, env)
 
 
-def _run_python(
-    spec: JobSpec, workspace: Workspace, result: Result, emit: Emit, deadline: float
-) -> None:
+def _run_python(spec: JobSpec, workspace: Workspace, result: Result, emit: Emit, deadline: float) -> None:
     child = start_python_child(spec, workspace)
     from harness.session import Session
 
@@ -127,9 +123,7 @@ def _run_python(
             nvml.select(str(session.info.get("uuid", "")))
         result.system = sysinfo.collect(session.device, session.info, nvml)
         result.system.isolation = ", ".join(
-            part
-            for part in (workspace.identity.description, str(session.info.get("isolation", "")))
-            if part
+            part for part in (workspace.identity.description, str(session.info.get("isolation", ""))) if part
         )
         seeds = SeedPlan(spec.secret_seed if spec.mode is Mode.RANKED else None)
         if spec.mode is Mode.PROFILE:
@@ -156,9 +150,7 @@ def _run_python(
         attach_output(result, child.stdout, child.stderr)
 
 
-def _run_tests(
-    session: Session, problem: Any, seeds: SeedPlan, spec: JobSpec, result: Result, emit: Emit
-) -> None:
+def _run_tests(session: Session, problem: Any, seeds: SeedPlan, spec: JobSpec, result: Result, emit: Emit) -> None:
     from harness import fingerprint as fp
 
     cases = spec.task.tests
@@ -211,13 +203,11 @@ def _judge(
         if not fp.same(again, expected_print):
             raise RunEnded(
                 Status.ERROR,
-                f"the leaderboard's generate_input is not deterministic ({label}): "
-                "the same seed gave different data",
+                f"the leaderboard's generate_input is not deterministic ({label}): the same seed gave different data",
             )
         return (
             False,
-            "custom_kernel received inputs that differ from the generated ones "
-            "(tampered with before the call)",
+            "custom_kernel received inputs that differ from the generated ones (tampered with before the call)",
         )
     try:
         return checking.check_output(problem, data, shipped.output)

@@ -67,9 +67,7 @@ class Session:
         try:
             message, payload = self.child.channel.recv(self.deadline, max_payload)
         except ChannelTimeout:
-            raise RunEnded(
-                Status.TIMED_OUT, f"timed out after {self.timeout_s:.0f} s {self.activity}"
-            ) from None
+            raise RunEnded(Status.TIMED_OUT, f"timed out after {self.timeout_s:.0f} s {self.activity}") from None
         except ChannelClosed:
             self._raise_dead()
         except ProtocolError as exc:
@@ -86,6 +84,8 @@ class Session:
             raise RunEnded(Status.CRASHED, f"the submission {what} {self.activity}: {error}")
         if kind == "problem_error":
             raise RunEnded(Status.ERROR, f"the leaderboard's code failed {self.activity}: {error}")
+        if kind == "no_device":
+            raise RunEnded(Status.ERROR, f"{error} on this machine")
         if kind == "internal_error":
             raise RunEnded(Status.ERROR, f"harness error in the submission's process: {error}")
         if kind == "load_error":
@@ -94,9 +94,7 @@ class Session:
 
     def _raise_dead(self) -> Any:
         status = self.child.exit_status()
-        raise RunEnded(
-            Status.CRASHED, f"the submission's process {describe_exit(status)} {self.activity}"
-        )
+        raise RunEnded(Status.CRASHED, f"the submission's process {describe_exit(status)} {self.activity}")
 
     def _expect(self, kind: str, max_payload: int = 0) -> tuple[Message, bytes]:
         message, payload = self._receive(max_payload)
@@ -133,14 +131,10 @@ class Session:
                 self._lend_staging(message.get("nbytes"))
                 continue
             if kind != "output":
-                raise RunEnded(
-                    Status.FAILED, f"the submission's process answered out of turn {self.activity}"
-                )
+                raise RunEnded(Status.FAILED, f"the submission's process answered out of turn {self.activity}")
             staging = self._staging[-1].tensor if self._staging and not self._ipc_broken else None
             try:
-                output = transfer.unpack(
-                    message.get("tree"), message.get("placements"), payload, staging, self.device
-                )
+                output = transfer.unpack(message.get("tree"), message.get("placements"), payload, staging, self.device)
             except transfer.OutputError as exc:
                 raise RunEnded(
                     Status.FAILED,
@@ -178,9 +172,7 @@ class Session:
         window = float(time.perf_counter_ns() - start)
         values = [message.get(key) for key in ("event_ns", "wall_ns", "host_ns")]
         if not all(isinstance(v, int | float) and v == v and 0 <= v < 1e15 for v in values):
-            raise RunEnded(
-                Status.FAILED, f"the submission's process sent impossible timings {self.activity}"
-            )
+            raise RunEnded(Status.FAILED, f"the submission's process sent impossible timings {self.activity}")
         event, wall, host = (float(v) for v in values)  # type: ignore[arg-type]
         return Timed(event, wall, host, window)
 

@@ -77,9 +77,7 @@ def collect(device: str, child_info: dict[str, Any], nvml: Nvml | None) -> Syste
 
     info = SystemInfo(
         device=device,
-        gpu=str(child_info.get("gpu", "cpu" if device == "cpu" else ""))
-        or platform.processor()
-        or "cpu",
+        gpu=str(child_info.get("gpu", "cpu" if device == "cpu" else "")) or platform.processor() or "cpu",
         torch=torch.__version__,
         cuda=torch.version.cuda or "",
         triton=str(child_info.get("triton", "")) or _version("triton"),

@@ -90,14 +90,21 @@ class CudaTimer:
         )
         tensor_base: Any = getattr(c, "TensorBase", None) or c._TensorBase
         self._sum: Callable[[torch.Tensor], torch.Tensor] = tensor_base.sum
-        l2 = int(getattr(torch.cuda.get_device_properties(device_index), "L2_cache_size", 0) or 0)
+        self._device_index = device_index
+        self._flush_buffer: torch.Tensor | None = None  # built on first use: test mode needs none
+        self._cycles_per_ns = 0.0
+        self.sleep_ns = float(MIN_SLEEP_NS)
+
+    def _prepare(self) -> torch.Tensor:
+        props = torch.cuda.get_device_properties(self._device_index)
+        l2 = int(getattr(props, "L2_cache_size", 0) or 0)
         # Twice the L2 size, read (not written): a read leaves only clean lines behind, so the
         # timed kernel pays no write-back of the flush's own data.
         self._flush_buffer = torch.ones(
-            max(2 * l2, FLUSH_MIN_BYTES) // 4, dtype=torch.float32, device=f"cuda:{device_index}"
+            max(2 * l2, FLUSH_MIN_BYTES) // 4, dtype=torch.float32, device=f"cuda:{self._device_index}"
         )
         self._cycles_per_ns = self._calibrate_sleep()
-        self.sleep_ns = float(MIN_SLEEP_NS)
+        return self._flush_buffer
 
     def synchronize(self) -> None:
         self._synchronize()
@@ -125,8 +132,9 @@ class CudaTimer:
         self.sleep_ns = float(min(MAX_SLEEP_NS, max(MIN_SLEEP_NS, 1.5 * p90 + MIN_SLEEP_NS)))
 
     def time_call(self, function: Callable[[Any], Any], data: Any) -> Reading:
+        flush_buffer = self._flush_buffer if self._flush_buffer is not None else self._prepare()
         self._set_stream(**self._stream_ids)
-        self._sum(self._flush_buffer)
+        self._sum(flush_buffer)
         self._synchronize()
         t0 = self._now()
         self._sleep(int(self.sleep_ns * self._cycles_per_ns))

@@ -44,8 +44,7 @@ def flatten(output: Any) -> tuple[Any, list[torch.Tensor]]:
         if isinstance(value, torch.Tensor):
             if type(value) not in (torch.Tensor, torch.nn.Parameter):
                 raise OutputError(
-                    f"output holds a {type(value).__name__}, a tensor subclass; return a plain "
-                    "torch.Tensor"
+                    f"output holds a {type(value).__name__}, a tensor subclass; return a plain torch.Tensor"
                 )
             if value.layout != torch.strided or value.device.type not in ("cpu", "cuda"):
                 raise OutputError(
@@ -101,9 +100,7 @@ def rebuild(tree: Any, tensors: list[torch.Tensor]) -> Any:
         if "dict" in node and isinstance(node["dict"], list):
             out = {}
             for pair in node["dict"]:
-                if not (
-                    isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str | int)
-                ):
+                if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str | int)):
                     raise OutputError("malformed output tree")
                 out[pair[0]] = visit(pair[1], depth + 1)
             return out
@@ -154,9 +151,7 @@ def staging_bytes_needed(tensors: list[torch.Tensor]) -> int:
     return sum(_align(t.numel() * t.element_size()) for t in tensors if t.device.type == "cuda")
 
 
-def pack(
-    tensors: list[torch.Tensor], staging: torch.Tensor | None
-) -> tuple[list[dict[str, Any]], bytes]:
+def pack(tensors: list[torch.Tensor], staging: torch.Tensor | None) -> tuple[list[dict[str, Any]], bytes]:
     """Place each tensor in the staging buffer (GPU tensors) or the payload (child side).
 
     Returns one placement per tensor and the payload. The caller synchronizes the device
@@ -167,11 +162,7 @@ def pack(
     offset = 0
     for tensor in tensors:
         nbytes = tensor.numel() * tensor.element_size()
-        if (
-            staging is not None
-            and tensor.device.type == "cuda"
-            and offset + nbytes <= staging.numel()
-        ):
+        if staging is not None and tensor.device.type == "cuda" and offset + nbytes <= staging.numel():
             if nbytes:
                 source = tensor.contiguous().reshape(-1).view(torch.uint8)
                 staging[offset : offset + nbytes].copy_(source)
@@ -215,11 +206,7 @@ def unpack(
             if offset + nbytes > len(payload):
                 raise OutputError("payload too short")
             chunk = bytearray(payload[offset : offset + nbytes])
-            raw = (
-                torch.frombuffer(chunk, dtype=torch.uint8)
-                if nbytes
-                else torch.empty(0, dtype=torch.uint8)
-            )
+            raw = torch.frombuffer(chunk, dtype=torch.uint8) if nbytes else torch.empty(0, dtype=torch.uint8)
             tensor = raw.view(dtype).reshape(shape).to(target)
         elif where == "staging" and staging is not None:
             if offset + nbytes > staging.numel():

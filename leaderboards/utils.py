@@ -138,9 +138,7 @@ def verbose_allclose(
 
 
 @torch.no_grad()
-def verbose_allequal(
-    received: Any, expected: torch.Tensor, max_print: int = MAX_PRINT
-) -> list[str]:
+def verbose_allequal(received: Any, expected: torch.Tensor, max_print: int = MAX_PRINT) -> list[str]:
     """Why ``received`` is not exactly ``expected`` (integer outputs), if it isn't."""
     reasons = check_layout(received, expected)
     if reasons:

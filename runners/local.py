@@ -125,10 +125,10 @@ class LocalRunner:
             ) from None
         finally:
             _kill_group(process)
-            stderr_reader.cancel()
             self._processes.pop(context.job_id, None)
-            with suppress(TimeoutError):  # reap it, so no transport outlives the run
-                await asyncio.wait_for(process.wait(), EXIT_GRACE_S)
+            with suppress(TimeoutError):
+                await asyncio.wait_for(_reap(process, stderr_reader), EXIT_GRACE_S)
+            stderr_reader.cancel()
             await asyncio.to_thread(shutil.rmtree, workdir, True)
         if result is not None:
             return result
@@ -180,6 +180,16 @@ async def _keep_tail(process: asyncio.subprocess.Process, tail: deque[bytes]) ->
         kept += len(chunk)
         while kept - len(tail[0]) >= STDERR_KEEP_BYTES:
             kept -= len(tail.popleft())
+
+
+async def _reap(process: asyncio.subprocess.Process, stderr_reader: asyncio.Task[None]) -> None:
+    """Wait for the exit and both pipes' end, so the process's transport closes now, not when
+    the garbage collector finds it after the event loop has gone."""
+    assert process.stdout is not None
+    await process.wait()
+    with suppress(ValueError, OSError):
+        await process.stdout.read()
+    await stderr_reader
 
 
 def _no_result(returncode: int | None, stderr: deque[bytes]) -> str:

@@ -9,7 +9,6 @@ Discord rate-limits registration and the tree rarely changes.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -66,7 +65,11 @@ class DiscordAdapter:
 
     async def run(self, app: Kernelcup) -> None:
         self.attach(app)
-        await self.client.login(self.token)
+        try:
+            await self.client.login(self.token)
+        except discord.LoginFailure:
+            log.error(f"Discord refused the bot token; check {TOKEN_ENV}. The Discord adapter is not running.")
+            return
         if self.config.sync_commands_on_start:
             await self.sync_commands()
         log.info("discord connecting", guilds=list(self.config.guild_ids) or "global")
@@ -75,9 +78,7 @@ class DiscordAdapter:
     async def stop(self) -> None:
         if self.app is not None:
             self.app.announcements.unregister(self)
-        for task in list(self.conversations.following):
-            task.cancel()
-        await asyncio.gather(*self.conversations.following, return_exceptions=True)
+        await self.conversations.close()
         await self.client.close()
 
     async def sync_commands(self) -> dict[str, int]:

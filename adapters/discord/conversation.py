@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -75,7 +75,8 @@ class Conversations:
         self.clock = clock
         self.app: Kernelcup | None = None
         self.follower: SubmissionFollower | None = None
-        self.following: set[asyncio.Task[None]] = set()
+        self.following: set[asyncio.Task[None]] = set()  # submissions being followed
+        self.active: set[asyncio.Task[Any]] = set()  # interactions being answered
 
     def attach(self, app: Kernelcup) -> None:
         self.app = app
@@ -101,7 +102,7 @@ class Conversations:
         fields = modal_params(cmd)
         if fields:
             on_fields = partial(self._fields_given, cmd=cmd, values=values)
-            await interaction.response.send_modal(FieldsModal(f"{cmd.name} a leaderboard"[:45], fields, on_fields))
+            await interaction.response.send_modal(FieldsModal(f"/{cmd.group} {cmd.name}", fields, on_fields))
             return
         refusal = self._channel_refusal(interaction, cmd)
         if refusal is not None:
@@ -121,8 +122,11 @@ class Conversations:
 
         await self._guarded(interaction, go())
 
-    async def _guarded(self, interaction: discord.Interaction, work: Any) -> None:
+    async def _guarded(self, interaction: discord.Interaction, work: Coroutine[Any, Any, None]) -> None:
         """Run one step of a conversation; whatever happens, the bot keeps serving."""
+        task = asyncio.current_task()
+        if task is not None:
+            self.active.add(task)
         try:
             await work
         except UserError as exc:
@@ -132,6 +136,17 @@ class Conversations:
             log.exception("discord interaction failed", incident=incident, interaction_id=interaction.id)
             await self._tell(interaction, Reply.error(f"Something went wrong on our side (incident {incident}).",
                                                       "Try again in a moment; an admin can look the incident up."))
+        finally:
+            if task is not None:
+                self.active.discard(task)
+
+    async def close(self, grace_s: float = 5.0) -> None:
+        """Let answers in flight finish (briefly), then stop following submissions."""
+        if self.active:
+            await asyncio.wait(set(self.active), timeout=grace_s)
+        for task in [*self.active, *self.following]:
+            task.cancel()
+        await asyncio.gather(*self.active, *self.following, return_exceptions=True)
 
     async def _tell(self, interaction: discord.Interaction, reply: Reply) -> None:
         try:
@@ -252,28 +267,24 @@ class Conversations:
             await interaction.followup.send(files=discord_files(batch), ephemeral=True)
 
     async def _public(self, interaction: discord.Interaction, rendered: Rendered,
-                      note: str = "Done: the answer is posted in the channel.") -> discord.Message:
+                      note: str = "Done: the answer is posted in the channel.") -> None:
         """Post publicly; a deferred (private) answer first becomes a short note to the asker."""
         pager = Pager(rendered.pages) if len(rendered.pages) > 1 else None
         first, *more = batches(rendered.files) or [[]]
         embed = rendered.pages[0].embed()
-        message: discord.Message
         if not interaction.response.is_done():
             if pager is None:
                 await interaction.response.send_message(embed=embed, files=discord_files(first))
             else:
                 await interaction.response.send_message(embed=embed, files=discord_files(first), view=pager)
-            message = await interaction.original_response()
         else:
             await interaction.edit_original_response(content=note, embed=None, attachments=[], view=None)
             if pager is None:
-                message = await interaction.followup.send(embed=embed, files=discord_files(first), wait=True)
+                await interaction.followup.send(embed=embed, files=discord_files(first), wait=True)
             else:
-                message = await interaction.followup.send(embed=embed, files=discord_files(first), view=pager,
-                                                          wait=True)
+                await interaction.followup.send(embed=embed, files=discord_files(first), view=pager, wait=True)
         for batch in more:
             await interaction.followup.send(files=discord_files(batch), wait=True)
-        return message
 
     async def _submission(self, interaction: discord.Interaction, reply: Reply, submission_id: int) -> None:
         header, embed = accepted_embed(submission_id, reply)
@@ -297,6 +308,9 @@ class Conversations:
         assert self.follower is not None
         try:
             await self.follower.follow(live, submission_id, header)
+        except discord.HTTPException as error:  # Discord said no for good: the channel is gone, ...
+            log.warning("could not deliver a submission on Discord", submission_id=submission_id,
+                        status=error.status, code=error.code, error=error.text)
         except Exception:
             log.exception("following a submission on Discord failed", submission_id=submission_id,
                           message_id=live.message_id)

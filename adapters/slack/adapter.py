@@ -18,6 +18,7 @@ from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -102,8 +103,13 @@ class SlackAdapter:
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("Slack task failed", exc_info=task.exception())
+        if task.cancelled() or task.exception() is None:
+            return
+        error = task.exception()
+        if isinstance(error, SlackApiError):  # Slack said no (expired trigger, hash conflict...)
+            log.warning("Slack refused a call", error=error.response.get("error"))
+        else:
+            log.error("Slack task failed", exc_info=error)
 
     async def _end_tasks(self) -> None:
         for task in list(self._tasks):

@@ -89,7 +89,8 @@ def _as_file(block: Block, limit: int, tables_as_files: bool, prefix: str) -> Sl
         name = slug(block.title or "table")
         return SlackFile(f"{prefix}{name}.txt", block.fallback().encode(), block.title or "table")
     if isinstance(block, Code) and len(block.code) > limit:
-        return SlackFile(f"{prefix}code.{block.language or 'txt'}", block.code.encode(), "code")
+        extension = {"python": "py", "cuda": "cu", "cpp": "cpp"}.get(block.language, "txt")
+        return SlackFile(f"{prefix}code.{extension}", block.code.encode(), "code")
     if isinstance(block, Text) and len(block.text) > limit:
         return SlackFile(f"{prefix}message.txt", block.text.encode(), block.text[:60])
     return None
@@ -115,7 +116,8 @@ def _slack_block(block: Block) -> SlackBlock:
 
 
 def _table_body(table: Table) -> str:
-    return Table(table.columns, table.rows).fallback()  # without the title, shown in bold above
+    """Without the title (shown in bold above) and the padding Slack would wrap on a phone."""
+    return "\n".join(line.rstrip() for line in Table(table.columns, table.rows).fallback().splitlines())
 
 
 def slug(text: str) -> str:
@@ -183,6 +185,19 @@ SLACK_HELP = (
 
 
 def with_slack_help(reply: Reply, command: str) -> Reply:
-    """Help from the core (the registry, filtered by role) plus how files reach Slack."""
-    reply.blocks.append(Text(SLACK_HELP.format(command=command), style="hint"))
+    """Help from the core (the registry, filtered by role): its command table as lines of the
+    slash command to type, plus how files reach Slack."""
+    blocks: list[Block] = []
+    for block in reply.blocks:
+        if not (isinstance(block, Table) and block.columns[:1] == ("command",)):
+            blocks.append(block)
+            continue
+        by_group: dict[str, list[str]] = {}
+        for name, group, *what in block.rows:
+            by_group.setdefault(group, []).append(f"`{command} {name}` {' '.join(what)}")
+        for group in sorted(by_group, key=lambda g: g != "leaderboard"):
+            title = "Commands" if group == "leaderboard" else f"{group.capitalize()} commands"
+            blocks.append(Text(f"*{title}*\n" + "\n".join(by_group[group])))
+    blocks.append(Text(SLACK_HELP.format(command=command), style="hint"))
+    reply.blocks = blocks
     return reply

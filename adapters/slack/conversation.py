@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 import time
+import uuid
 from dataclasses import dataclass, field
 
 import structlog
@@ -74,7 +75,18 @@ class Conversation:
             log.warning("Slack refused a reply", error=exc.response.get("error"), command=request.command,
                         channel=destination.channel)
         except Exception:
-            log.exception("Slack reply failed", command=request.command, channel=destination.channel)
+            incident = uuid.uuid4().hex[:8]
+            log.exception("Slack reply failed", command=request.command, channel=destination.channel,
+                          incident=incident)
+            await self.apologize(destination, incident)
+
+    async def apologize(self, destination: Destination, incident: str) -> None:
+        reply = Reply.error(f"Something went wrong on our side (incident {incident}).",
+                            "A submission that was accepted still runs; an admin can look the incident up in the log.")
+        try:
+            await self.ephemeral(destination, self.render(reply))
+        except Exception:
+            log.exception("could not tell the user about the incident", incident=incident)
 
     def render(self, reply: Reply) -> SlackMessage:
         return render(reply, max_chars=self.max_chars)

@@ -5,6 +5,7 @@ background task, so a slow database or download never makes Slack show "operatio
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -12,6 +13,7 @@ import aiohttp
 import structlog
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
+from slack_sdk.errors import SlackApiError
 
 from adapters.slack.blocks import GPU_CHOICE_ACTION, GPU_SUBMIT_ACTION, render, with_slack_help
 from adapters.slack.conversation import Conversation, Destination
@@ -23,11 +25,14 @@ from core.app import Kernelcup
 from core.commands.leaderboard import MAX_BUNDLE_BYTES
 from core.commands.registry import Kind, find_command
 from core.errors import UserError
-from core.messages import Attachment, Reply, Request, Text
+from core.messages import Actor, Attachment, Reply, Request, Text
 
 log = structlog.get_logger("kernelcup.slack")
 Spawn = Callable[[Coroutine[Any, Any, None]], None]
 Ack = Callable[..., Awaitable[Any]]
+SEEN_MESSAGES = 1024  # Slack re-sends an event it thinks was not acknowledged: act on it once
+DM_HINT = ("I act on commands such as `help`, `list` or `show <leaderboard>`, and on files: share your kernel "
+           "with `submit ranked <leaderboard>` as the message.")
 
 
 class Listeners:
@@ -41,6 +46,7 @@ class Listeners:
         self.command = command
         self.bot_token = bot_token
         self.spawn = spawn
+        self._seen: OrderedDict[str, None] = OrderedDict()
 
     def attach(self, bolt: AsyncApp) -> None:
         bolt.command(self.command)(self._on_command)
@@ -77,7 +83,7 @@ class Listeners:
         else:
             await self.conversation.run(Request(actor, name, args), destination)
 
-    async def help(self, actor: Any, destination: Destination, error: Reply | None,
+    async def help(self, actor: Actor, destination: Destination, error: Reply | None,
                    args: dict[str, Any] | None = None) -> None:
         reply = await self.app.handle(Request(actor, "help", args or {}))
         if error is not None:
@@ -93,7 +99,13 @@ class Listeners:
         gpus = await self.app.complete(Kind.GPU, "", {"leaderboard": board})
         view = submit_view(leaderboards=leaderboards, gpus=gpus, channel=destination.channel, leaderboard=board,
                            mode=args.get("mode"), chosen_gpus=args.get("gpu"))
-        await self.client.views_open(trigger_id=str(body.get("trigger_id")), view=view)
+        try:
+            await self.client.views_open(trigger_id=str(body.get("trigger_id")), view=view)
+        except SlackApiError as exc:  # e.g. expired_trigger_id: the form must open within 3 s
+            log.warning("views.open failed", error=exc.response.get("error"))
+            await self.conversation.ephemeral(destination, render(Reply.error(
+                f"The submission form could not open ({exc.response.get('error')}).",
+                f"Run `{self.command} submit` again, or share the file with me.")))
 
     # -- the submission form ----------------------------------------------------------------
 
@@ -135,6 +147,8 @@ class Listeners:
     async def _on_message(self, event: dict[str, Any], body: dict[str, Any], context: AsyncBoltContext) -> None:
         if event.get("bot_id") or event.get("subtype") not in (None, "file_share") or not event.get("user"):
             return
+        if self._seen_before(f"{event.get('channel')}/{event.get('ts')}"):
+            return
         self.spawn(self.message(event, str(event.get("team") or body.get("team_id") or ""), context.bot_user_id))
 
     async def message(self, event: dict[str, Any], team: str, bot_user: str | None) -> None:
@@ -142,10 +156,11 @@ class Listeners:
         in_dm = event.get("channel_type") == "im"
         if not (in_dm or (files and wants_bot(text, team, bot_user))):
             return  # files and chatter in a channel that are not for the bot
-        if not files and not wants_bot(text, team, bot_user):
-            return  # a DM that is not a command
         user = str(event["user"])
         destination = Destination(str(event.get("channel", "")), user, team)
+        if not files and not wants_bot(text, team, bot_user):  # chatter in a DM
+            await self.conversation.ephemeral(destination, render(Reply([Text(DM_HINT, style="hint")])))
+            return
         try:
             name, args = file_comment(text, team, bot_user)
             attachments = await self.attachments(files, text_only=name == "submit")
@@ -157,6 +172,14 @@ class Listeners:
             await self.help(actor, destination, None, args)
             return
         await self.conversation.run(Request(actor, name, args, attachments), destination)
+
+    def _seen_before(self, key: str) -> bool:
+        if key in self._seen:
+            return True
+        self._seen[key] = None
+        while len(self._seen) > SEEN_MESSAGES:
+            self._seen.popitem(last=False)
+        return False
 
     async def _on_file_shared(self, event: dict[str, Any]) -> None:
         """Slack also sends the message event for the same file, with its comment, which is the

@@ -17,10 +17,15 @@ _POPCORN_LINE = re.compile(r"^\s*(?:#|//)!POPCORN\b", re.IGNORECASE)
 DEFAULT_FILE_MODE = "test"  # a file shared without a mode is checked, never ranked by surprise
 
 
+_TYPOGRAPHY = str.maketrans({"“": '"', "”": '"', "‘": "'", "’": "'", "`": None})
+_DASH_OPTION = re.compile(r"(?<!\S)[\u2013\u2014](?=\w)")  # "—gpu": an OS turned "--" into a dash
+
+
 def plain(text: str, team: str) -> str:
-    """Slack's escaping undone; user mentions become identities (``<@U2|bob>`` -> slack:T1/U2)."""
+    """Slack's escaping (and a phone's typography) undone; user mentions become identities
+    (``<@U2|bob>`` -> slack:T1/U2)."""
     text = _MENTION.sub(lambda m: f"slack:{team}/{m.group(1)}", text)
-    return html.unescape(text).replace("`", "").strip()
+    return _DASH_OPTION.sub("--", html.unescape(text).translate(_TYPOGRAPHY)).strip()
 
 
 def slash_command(text: str, team: str) -> tuple[str, dict[str, Any]]:

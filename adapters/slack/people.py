@@ -35,19 +35,21 @@ class People:
         self._groups: dict[str, set[str]] = {}  # usergroup id -> its members
         self._groups_at = float("-inf")
 
-    async def actor(self, team: str, user: str, name: str | None = None) -> Actor:
-        display = name or await self.display_name(user)
+    async def actor(self, team: str, user: str, fallback_name: str | None = None) -> Actor:
+        """Payloads name the user differently (a slash command's legacy user_name, a form's
+        username); the profile's display name is used everywhere so a ranking shows one name."""
+        display = await self.display_name(user, fallback_name)
         groups = await self.groups_of(user) if self.uses_groups else ()
         return Actor(identity(team, user), display, tuple(f"{GROUP_ROLE}{g}" for g in sorted(groups)))
 
-    async def display_name(self, user: str) -> str:
-        """Events carry only the user id; users.info gives the name people know (cached)."""
+    async def display_name(self, user: str, fallback: str | None = None) -> str:
+        """users.info's display name (cached); the payload's name or the id when it fails."""
         if user not in self._names:
             try:
                 response = await self.client.users_info(user=user)
             except SlackApiError as exc:
-                log.info("users.info failed; showing the user id", user=user, error=exc.response.get("error"))
-                return user
+                log.info("users.info failed", user=user, error=exc.response.get("error"))
+                return fallback or user
             info = response.get("user") or {}
             profile = info.get("profile") or {}
             self._names[user] = str(

@@ -212,6 +212,8 @@ def get_submission_command(app: Kernelcup, request: Request) -> Reply:
             code = session.get(Code, submission.code_sha256)
             assert code is not None
             reply.blocks.append(File(submission.file_name, code.content.encode(), f"code of #{submission_id}"))
+            # Before the deadline the code goes to the asker only, not to a chat channel.
+            reply.ephemeral = as_utc(board.deadline) > app.now()
         else:
             reply.blocks.append(Text("The code is private to its author until the deadline.", style="hint"))
     reply.ok = True

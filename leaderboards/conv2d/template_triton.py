@@ -18,9 +18,7 @@ from task import input_t, output_t
 
 
 @triton.jit
-def conv_row_kernel(
-    x_ptr, w_ptr, out_ptr, C, H, W, F, OH, OW, KS: tl.constexpr, BLOCK_W: tl.constexpr
-):
+def conv_row_kernel(x_ptr, w_ptr, out_ptr, C, H, W, F, OH, OW, KS: tl.constexpr, BLOCK_W: tl.constexpr):
     pid = tl.program_id(0)
     i = pid % OH
     f = (pid // OH) % F

@@ -9,9 +9,7 @@ def ref_kernel(data: input_t) -> output_t:
     return torch.bincount(index, minlength=bins).int()
 
 
-def generate_input(
-    size: int, bins: int, contention: int, seed: int, device: str = "cuda"
-) -> input_t:
+def generate_input(size: int, bins: int, contention: int, seed: int, device: str = "cuda") -> input_t:
     """``size`` uint8 values, ``contention`` percent of them equal to one random value."""
     assert 1 <= bins <= 256, "bins must be between 1 and 256"
     gen = make_generator(device, seed)

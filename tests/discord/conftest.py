@@ -23,7 +23,18 @@ from core.config import Settings, load_settings
 from core.db import make_engine, upgrade
 from core.runner import ProgressCallback, RunContext, Runner
 from harness.spec import JobSpec, Progress, Result, Status
-from tests.discord.fake_discord import SUBMIT_CHANNEL, FakeDiscord, log_in, send_event
+from tests.discord.fake_discord import (
+    APP_ID,
+    PARTICIPANT,
+    SUBMIT_CHANNEL,
+    Call,
+    FakeDiscord,
+    Person,
+    embeds_of,
+    log_in,
+    send_event,
+    slash,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 START = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -121,8 +132,8 @@ def runner() -> Runner:
 
 
 @pytest.fixture
-async def app(settings: Settings, store: Engine, runner: Runner, clock: Clock) -> AsyncIterator[Kernelcup]:
-    kernelcup = Kernelcup(settings, store, {"local": runner}, clock=clock)
+async def app(settings: Settings, store: Engine, runner: Runner) -> AsyncIterator[Kernelcup]:
+    kernelcup = Kernelcup(settings, store, {"local": runner})  # real time: only the adapter's clock moves
     await kernelcup.start()
     yield kernelcup
     await kernelcup.stop()
@@ -161,3 +172,50 @@ async def settled(adapter: DiscordAdapter) -> None:
     async with asyncio.timeout(60):
         while adapter.conversations.following:
             await asyncio.gather(*adapter.conversations.following, return_exceptions=True)
+
+
+SOLUTION = (ROOT / "leaderboards" / "identity" / "solutions" / "pytorch.py").read_bytes()
+
+
+async def submit(fake: FakeDiscord, send: Send, *, person: Person = PARTICIPANT, **options: Any
+                 ) -> tuple[dict[str, Any], int]:
+    """/leaderboard submit of the identity solution; returns the payload and the public message's id."""
+    options = {"mode": "test", "gpu": "cpu", **options}
+    payload = slash(fake, "leaderboard", "submit", files={"file": ("kernel.py", SOLUTION)}, person=person, **options)
+    send(payload)
+    webhook = f"/webhooks/{APP_ID}/{payload['token']}"
+    public = await fake.wait_for(lambda c: c.method == "POST" and c.path == webhook and c.status == 200)
+    return payload, int(public[0].response["id"])
+
+
+def is_final(call: Call) -> bool:
+    """The result embed: it is the one that points to the details."""
+    return any(field.get("name") == "Details" for e in embeds_of(call) for field in e.get("fields", []))
+
+
+async def final_edit(fake: FakeDiscord, message_id: int | None = None) -> Call:
+    calls = await fake.wait_for(lambda c: c.status == 200 and is_final(c) and (
+        message_id is None or c.path.endswith(f"/messages/{message_id}")), timeout=60)
+    return calls[0]
+
+
+def callbacks(fake: FakeDiscord, payload: dict[str, Any]) -> list[Call]:
+    return fake.find("POST", f"/interactions/{payload['id']}/{payload['token']}/callback")
+
+
+async def callback(fake: FakeDiscord, payload: dict[str, Any]) -> Call:
+    """The interaction's response (defer, message, modal, autocomplete choices, update)."""
+    path = f"/interactions/{payload['id']}/{payload['token']}/callback"
+    return (await fake.wait_for(lambda c: c.path == path and c.status == 200))[0]
+
+
+async def followup(fake: FakeDiscord, payload: dict[str, Any]) -> Call:
+    """The first follow-up message posted with the interaction's token."""
+    path = f"/webhooks/{APP_ID}/{payload['token']}"
+    return (await fake.wait_for(lambda c: c.method == "POST" and c.path == path and c.status == 200))[0]
+
+
+async def original_edit(fake: FakeDiscord, payload: dict[str, Any], count: int = 1) -> Call:
+    path = f"/webhooks/{APP_ID}/{payload['token']}/messages/@original"
+    return (await fake.wait_for(lambda c: c.method == "PATCH" and c.path == path and c.status == 200,
+                                count=count))[count - 1]

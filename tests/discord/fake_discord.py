@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import discord
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 
 APP_ID = 100000000000000001
 GUILD_ID = 200000000000000001
@@ -45,6 +45,7 @@ class Call:
     json: JsonObject | None
     files: dict[str, bytes]
     status: int = 0
+    response: Any = None
     at: float = field(default_factory=time.monotonic)
 
 
@@ -142,7 +143,7 @@ class FakeDiscord:
         else:
             status, body = self._route(call)
             headers = {}
-        call.status = status
+        call.status, call.response = status, body
         self.calls.append(call)
         self._changed.set()
         if status == 204:
@@ -237,7 +238,7 @@ class FakeDiscord:
         return 204, None
 
     def _sync(self, call: Call, app: str, gid: str = "global") -> tuple[int, Any]:
-        commands = call.json if isinstance(call.json, list) else []
+        commands: list[JsonObject] = call.json if isinstance(call.json, list) else []
         registered = [{**c, "id": str(next(self._ids)), "application_id": str(APP_ID), "version": "1",
                        "default_member_permissions": None} for c in commands]
         self.synced[gid] = registered
@@ -303,7 +304,7 @@ async def _body(request: web.Request) -> tuple[Any, dict[str, bytes]]:
         payload: Any = None
         reader = await request.multipart()
         async for part in reader:
-            if not isinstance(part, web.BodyPartReader):  # type: ignore[attr-defined]
+            if not isinstance(part, BodyPartReader):
                 continue
             if part.name == "payload_json":
                 payload = json.loads(await part.text())
@@ -456,7 +457,9 @@ def modal_submit(fake: FakeDiscord, custom_id: str, fields: dict[str, str], *, p
 
 
 def embeds_of(call: Call) -> list[JsonObject]:
-    return list((call.json or {}).get("embeds") or [])
+    """The embeds a request sent, whether as a message or inside an interaction callback."""
+    body = call.json if isinstance(call.json, dict) else {}
+    return list(body.get("embeds") or (body.get("data") or {}).get("embeds") or [])
 
 
 def description_of(call: Call) -> str:
@@ -481,3 +484,16 @@ async def log_in(client: discord.Client, fake: FakeDiscord) -> None:
 def send_event(client: discord.Client, payload: JsonObject) -> None:
     """Hand an INTERACTION_CREATE to discord.py as the gateway would."""
     client._connection.parse_interaction_create(payload)  # type: ignore[arg-type]
+
+
+async def listening(client: discord.Client, *, message_id: int | None = None, modal: str | None = None,
+                    timeout: float = 10.0) -> None:
+    """Wait until discord.py listens for a message's components (or a modal's submission).
+
+    The fake sees a request before discord.py has read the answer and registered the view, so a
+    test that clicks at once could click on a message the client does not know yet.
+    """
+    store = client._connection._view_store
+    async with asyncio.timeout(timeout):
+        while not (message_id in store._views if modal is None else modal in store._modals):
+            await asyncio.sleep(0.01)

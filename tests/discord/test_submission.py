@@ -47,8 +47,7 @@ async def test_a_ranked_submission_runs_end_to_end(adapter: object, fake: FakeDi
     assert download > first
     public = next(c for c in fake.calls if c.method == "POST" and c.path == webhook)
     assert not (public.json or {}).get("flags")
-    message_id = next(int(m["id"]) for m in fake.messages.values() if m["embeds"] and
-                      m["embeds"][0]["title"] == "Submission #1")
+    message_id = int(public.response["id"])
     edits = fake.find("PATCH", f"{webhook}/messages/{message_id}")
     assert any("testing" in description_of(e) or "benchmarking" in description_of(e) for e in edits[:-1])
     assert final is edits[-1]

@@ -71,7 +71,9 @@ BUILDABLE = (
 
 
 def _spec(solution: Solution, mode: Mode = Mode.TEST) -> JobSpec:
-    return leaderboard_spec(SHIPPED / solution.leaderboard, solution.path.read_text(), mode, timeout_s=120)
+    folder = SHIPPED / solution.leaderboard
+    spec: JobSpec = leaderboard_spec(folder, solution.path.read_text(), mode, timeout_s=120)
+    return spec
 
 
 @pytest.fixture(scope="module")

@@ -90,9 +90,7 @@ def check_solution(folder: Path, solution: files.Solution, benchmark: bool) -> d
 def run_driver(binary: Path, mode: str, cases: list[dict[str, Any]]) -> dict[str, Any]:
     """Run a CUDA driver as the harness does; its ``key: value`` report and exit status."""
     workdir = binary.parent
-    (workdir / "cases.txt").write_text(
-        "\n".join("; ".join(f"{k}: {v}" for k, v in case.items()) for case in cases)
-    )
+    (workdir / "cases.txt").write_text("\n".join("; ".join(f"{k}: {v}" for k, v in case.items()) for case in cases))
     read_fd, write_fd = os.pipe()
     env = {**os.environ, "POPCORN_FD": str(write_fd)}
     child = subprocess.Popen(
@@ -116,9 +114,7 @@ def check_cuda_solution(folder: Path, source: Path, arch: str) -> dict[str, Any]
         workdir = Path(name)
         for entry in task["files"]:
             target = workdir / entry["name"]
-            shutil.copy(
-                source if entry["source"] == "@SUBMISSION@" else folder / entry["source"], target
-            )
+            shutil.copy(source if entry["source"] == "@SUBMISSION@" else folder / entry["source"], target)
         config = task["config"]
         build = subprocess.run(
             ["nvcc", "-std=c++17", "-O3", "-lineinfo", f"-arch={arch}", "-I", ".",
@@ -134,9 +130,7 @@ def check_cuda_solution(folder: Path, source: Path, arch: str) -> dict[str, Any]
         test = run_driver(binary, "test", task["tests"])
         passed = test["rc"] == 0 and test["report"].get("check") == "pass"
         result["tests_passed"] = passed
-        result["first_failure"] = next(
-            (v[:300] for k, v in test["report"].items() if k.endswith(".error")), ""
-        )
+        result["first_failure"] = next((v[:300] for k, v in test["report"].items() if k.endswith(".error")), "")
         result["as_expected"] = passed == (expect == "pass") and test["rc"] in (0, 112)
         if not result["as_expected"]:
             result["error"] = json.dumps(test)[-1500:]
@@ -155,9 +149,7 @@ def check_cuda_solution(folder: Path, source: Path, arch: str) -> dict[str, Any]
                 rows.append(row)
             result["benchmarks"] = rows
             ranked = run_driver(binary, "leaderboard", task["benchmarks"][:1])
-            result["leaderboard_mode"] = {
-                k: v for k, v in ranked["report"].items() if "durations" not in k
-            }
+            result["leaderboard_mode"] = {k: v for k, v in ranked["report"].items() if "durations" not in k}
     return result
 
 

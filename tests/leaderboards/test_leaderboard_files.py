@@ -262,9 +262,7 @@ def test_generate_input_depends_on_the_seed_alone(folder: Path, tmp_path: Path) 
 
 
 @pytest.mark.parametrize("folder", PY_FOLDERS, ids=lambda p: p.name)
-def test_reference_passes_its_own_check_and_fills_the_buffer_shape(
-    folder: Path, tmp_path: Path
-) -> None:
+def test_reference_passes_its_own_check_and_fills_the_buffer_shape(folder: Path, tmp_path: Path) -> None:
     case = load_task(folder)["tests"][-1]
     with leaderboard_modules(folder, None, tmp_path) as (reference, _):
         data = reference.generate_input(**case, device="cpu")
@@ -338,6 +336,7 @@ def driver_objects(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[
     return built
 
 
+@pytest.mark.slow  # nvcc: a few seconds per source
 @pytest.mark.parametrize(
     ("folder", "source"),
     CU_SUBMISSIONS,

@@ -42,8 +42,9 @@ async def test_jobs_start_oldest_first_within_the_runner_concurrency_limit(
     runner = FakeRunner(gate=gate)
     pipe = pipeline(engine, runner, concurrency=3)
     await pipe.start()
-    await asyncio.sleep(0.3)
-    assert runner.started == job_ids[:3] and runner.running == 3  # the limit holds
+    await wait_for_status(engine, job_ids[2], JobStatus.RUNNING)
+    await asyncio.sleep(0.3)  # time enough to start a fourth, were the limit not kept
+    assert runner.started == job_ids[:3] and runner.running == 3
     gate.set()
     await wait_for_status(engine, job_ids[-1], JobStatus.SUCCEEDED)
     await pipe.stop()

@@ -33,7 +33,7 @@ from tests.slack.fake_slack import APP_TOKEN, BOT_TOKEN, TEAM, FakeSlack
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "test-signing-secret"
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
-USER, ADMIN, CHANNEL = "U2", "U9", "C1"
+USER, ADMIN, CHANNEL, DM = "U2", "U9", "C1", "D2"
 
 
 class InstantRunner:
@@ -54,6 +54,21 @@ class InstantRunner:
 
     async def cancel(self, job_id: int) -> None:
         return None
+
+
+class GatedRunner(InstantRunner):
+    """Reports ``steps`` progress events at once, then waits for the test to open the gate."""
+
+    def __init__(self, steps: int = 1) -> None:
+        super().__init__()
+        self.steps = steps
+        self.gate = asyncio.Event()
+
+    async def run(self, spec: JobSpec, context: RunContext, on_progress: ProgressCallback) -> Result:
+        for step in range(self.steps):
+            await on_progress(Progress("testing", step, self.steps))
+        await self.gate.wait()
+        return await super().run(spec, context, on_progress)
 
 
 @pytest.fixture(scope="session")
@@ -155,7 +170,8 @@ async def start(fake: FakeSlack, leaderboards: Path, tmp_path: Path, sqlite_temp
         shutil.copyfile(sqlite_template, path)
         settings = slack_settings(fake, leaderboards, **section)
         runner = runner or InstantRunner()
-        app = Kernelcup(settings, make_engine(f"sqlite:///{path}"), {"local": runner}, clock=lambda: NOW)
+        app = Kernelcup(settings, make_engine(f"sqlite:///{path}"), {"local": runner}, clock=lambda: NOW,
+                        scheduler=False)
         await app.start()
         adapter = SlackAdapter(settings, env or {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": SECRET})
         task = asyncio.create_task(adapter.run(app))
@@ -177,3 +193,16 @@ def local_runner() -> LocalRunner:
 
 def socket_env() -> dict[str, str]:
     return {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_APP_TOKEN": APP_TOKEN}
+
+
+def file_message(text: str, *files: dict[str, Any], channel: str = DM, channel_type: str = "im") -> dict[str, Any]:
+    """A message event as Slack sends it when a user shares files (or just writes, without)."""
+    event: dict[str, Any] = {"type": "message", "user": USER, "text": text, "channel": channel,
+                             "channel_type": channel_type, "ts": "1699999999.000100", "team": TEAM}
+    if files:
+        event.update(subtype="file_share", files=list(files))
+    return event
+
+
+def posts_in(fake: FakeSlack, channel: str) -> list[Any]:
+    return [c for c in fake.calls_to("chat.postMessage") if c.params["channel"] == channel]

@@ -2,20 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from tests.slack.conftest import USER, local_runner, solution
-from tests.slack.fake_slack import BOT_USER, TEAM, FakeSlack, block_text
-
-DM = "D2"
-
-
-def file_message(text: str, *files: dict[str, Any], channel: str = DM, channel_type: str = "im") -> dict[str, Any]:
-    event: dict[str, Any] = {"type": "message", "user": USER, "text": text, "channel": channel,
-                             "channel_type": channel_type, "ts": "1699999999.000100", "team": TEAM}
-    if files:
-        event.update(subtype="file_share", files=list(files))
-    return event
+from tests.slack.conftest import DM, file_message, local_runner, solution
+from tests.slack.fake_slack import BOT_USER, FakeSlack, block_text
 
 
 def ephemeral_text(fake: FakeSlack) -> str:
@@ -29,13 +17,12 @@ async def test_a_ranked_file_in_a_dm_runs_end_to_end_on_the_local_runner(start) 
     await slack.fake.wait_for(lambda: slack.fake.shared, timeout=60)
     await slack.settle()
 
-    [posted] = slack.fake.calls_to("chat.postMessage")
-    assert posted.params["channel"] == DM
+    [posted] = [c for c in slack.fake.calls_to("chat.postMessage") if c.params["channel"] == DM]
     assert "Submission #1 (ranked) of k.py accepted for identity" in block_text(posted.params["blocks"])
     updates = [block_text(c.params["blocks"]) for c in slack.fake.calls_to("chat.update")]
     assert any("testing" in u or "benchmarking" in u for u in updates[:-1]), updates  # live progress
     assert "✅" in updates[-1] and "rank 1 on cpu" in updates[-1]
-    [(channel, ts)] = slack.fake.messages
+    [ts] = [ts for (channel, ts) in slack.fake.messages if channel == DM]
     assert [c.params["ts"] for c in slack.fake.calls_to("chat.update")] == [ts] * len(updates)
 
     # Per-case timings as a file in the message's thread, through files_upload_v2's three steps.
@@ -62,7 +49,8 @@ async def test_a_file_without_a_message_is_tested_on_its_popcorn_leaderboard(sta
     await slack.event(file_message("", slack.fake.host_file("k.py", source)))
     await slack.fake.wait_for(lambda: slack.fake.calls_to("chat.postMessage"))
     await slack.settle()
-    assert "Submission #1 (test) of k.py accepted" in block_text(slack.fake.calls_to("chat.postMessage")[0].params["blocks"])
+    [posted] = slack.fake.calls_to("chat.postMessage")
+    assert "Submission #1 (test) of k.py accepted" in block_text(posted.params["blocks"])
 
 
 async def test_a_file_mentioning_the_bot_in_a_channel_is_submitted(start) -> None:
@@ -123,3 +111,34 @@ async def test_a_submit_command_in_a_dm_without_a_file_asks_for_it(start) -> Non
     await slack.event(file_message("submit ranked identity"))
     await slack.settle()
     assert "Attach the file to submit." in ephemeral_text(slack.fake)
+
+
+async def test_a_gpu_the_leaderboard_does_not_run_on_is_refused_privately(start) -> None:
+    slack = await start()
+    await slack.event(file_message("submit test identity --gpu A999", slack.fake.host_file("k.py", solution())))
+    await slack.settle()
+    assert "Leaderboard identity does not run on A999." in ephemeral_text(slack.fake)
+
+
+async def test_slack_sending_the_same_event_twice_submits_once(start) -> None:
+    slack = await start()
+    event = file_message("submit test identity", slack.fake.host_file("k.py", solution()))
+    await slack.event(event)
+    await slack.event(event)  # a retry: Slack thought the first was not acknowledged in time
+    await slack.fake.wait_for(lambda: slack.fake.calls_to("chat.postMessage"))
+    await slack.settle()
+    assert len(slack.fake.calls_to("chat.postMessage")) == 1
+
+
+async def test_chatter_in_a_dm_gets_a_hint(start) -> None:
+    slack = await start()
+    await slack.event(file_message("hello bot"))
+    await slack.settle()
+    assert "share your kernel" in ephemeral_text(slack.fake)
+
+
+async def test_a_command_typed_in_a_dm_is_run(start) -> None:
+    slack = await start()
+    await slack.event(file_message("list"))
+    [posted] = await slack.fake.wait_for(lambda: slack.fake.calls_to("chat.postMessage"))
+    assert posted.params["channel"] == DM and "identity" in block_text(posted.params["blocks"])

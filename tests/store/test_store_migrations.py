@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -85,7 +86,8 @@ def test_processes_starting_together_migrate_once(blank_database_url: str) -> No
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join()
+        thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads), "an upgrade hung"
     assert errors == []
     engine = make_engine(blank_database_url)
     try:
@@ -122,10 +124,25 @@ def test_an_unreachable_server_is_one_line_without_the_password() -> None:
     )
 
 
-def test_an_unopenable_sqlite_file_is_one_line() -> None:
+def test_a_sqlite_file_in_a_new_folder_is_reachable(tmp_path: Path) -> None:
+    check_reachable(f"sqlite:///{tmp_path / 'fresh' / 'kernelcup.db'}")
+    assert (tmp_path / "fresh").is_dir()
+
+
+def test_an_uncreatable_sqlite_folder_is_one_line() -> None:
     with pytest.raises(StoreUnavailable) as caught:
         check_reachable("sqlite:////proc/kernelcup/nowhere.db")
     assert str(caught.value) == (
         "cannot reach the database at sqlite:////proc/kernelcup/nowhere.db:"
+        " cannot create its folder: no such file or directory"
+    )
+
+
+def test_an_unopenable_sqlite_file_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "taken.db").mkdir()  # a folder where the file should be
+    with pytest.raises(StoreUnavailable) as caught:
+        check_reachable(f"sqlite:///{tmp_path / 'taken.db'}")
+    assert str(caught.value) == (
+        f"cannot reach the database at sqlite:///{tmp_path / 'taken.db'}:"
         " unable to open database file"
     )

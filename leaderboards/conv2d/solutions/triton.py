@@ -65,9 +65,7 @@ def conv_gemm_kernel(
             mask=m_mask[:, None] & r_mask[None, :],
             other=0.0,
         )
-        wt = tl.load(
-            w_ptr + rn[None, :] * R + r[:, None], mask=r_mask[:, None] & n_mask[None, :], other=0.0
-        )
+        wt = tl.load(w_ptr + rn[None, :] * R + r[:, None], mask=r_mask[:, None] & n_mask[None, :], other=0.0)
         acc = tl.dot(a, wt, acc)
 
     out_offsets = (b * F * pixels + ij)[:, None] + rn[None, :] * pixels

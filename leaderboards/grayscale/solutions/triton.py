@@ -16,9 +16,7 @@ def grayscale_kernel(rgb_ptr, gray_ptr, pixels, BLOCK: tl.constexpr):
     c = tl.arange(0, 4)
     pixel_mask = p < pixels
     mask = pixel_mask[:, None] & (c < 3)[None, :]
-    rgb = tl.load(
-        rgb_ptr + 3 * p[:, None] + c[None, :], mask=mask, other=0.0, eviction_policy="evict_first"
-    )
+    rgb = tl.load(rgb_ptr + 3 * p[:, None] + c[None, :], mask=mask, other=0.0, eviction_policy="evict_first")
     weights = tl.where(c == 0, 0.2989, tl.where(c == 1, 0.5870, tl.where(c == 2, 0.1140, 0.0)))
     gray = tl.sum(rgb * weights[None, :], axis=1)
     tl.store(gray_ptr + p, gray, mask=pixel_mask, cache_modifier=".cs")

@@ -46,7 +46,5 @@ def custom_kernel(data: input_t) -> output_t:
     block, iters = 4096, 8
     padded_bins = max(16, triton.next_power_of_2(bins))
     grid = (triton.cdiv(n, block * iters),)
-    histogram_kernel[grid](
-        values, counts, n, bins, BLOCK=block, ITERS=iters, PADDED_BINS=padded_bins, num_warps=8
-    )
+    histogram_kernel[grid](values, counts, n, bins, BLOCK=block, ITERS=iters, PADDED_BINS=padded_bins, num_warps=8)
     return counts

@@ -20,9 +20,9 @@ def softmax_row_kernel(x_ptr, out_ptr, cols, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     offsets = tl.arange(0, BLOCK)
     mask = offsets < cols
-    x = tl.load(
-        x_ptr + row * cols + offsets, mask=mask, other=-float("inf"), eviction_policy="evict_first"
-    ).to(tl.float32)
+    x = tl.load(x_ptr + row * cols + offsets, mask=mask, other=-float("inf"), eviction_policy="evict_first").to(
+        tl.float32
+    )
     e = tl.exp(x - tl.max(x, axis=0))
     y = e / tl.sum(e, axis=0)
     tl.store(out_ptr + row * cols + offsets, y.to(out_ptr.dtype.element_ty), mask=mask)
@@ -48,9 +48,7 @@ def softmax_online_kernel(x_ptr, out_ptr, cols, BLOCK: tl.constexpr):
     for start in range(0, cols, BLOCK):
         offsets = start + tl.arange(0, BLOCK)
         mask = offsets < cols
-        x = tl.load(
-            x_row + offsets, mask=mask, other=-float("inf"), eviction_policy="evict_first"
-        ).to(tl.float32)
+        x = tl.load(x_row + offsets, mask=mask, other=-float("inf"), eviction_policy="evict_first").to(tl.float32)
         y = tl.exp(x - m) * inv
         tl.store(out_row + offsets, y.to(out_ptr.dtype.element_ty), mask=mask)
 

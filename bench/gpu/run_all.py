@@ -1,0 +1,514 @@
+"""Every GPU check and benchmark of the harness, in one command.
+
+    python bench/gpu/run_all.py [--sections latency,solutions,ranked,fidelity,hostile,pytest]
+                                [--budget-s 540]
+
+On a machine with CUDA (and ncu for the fidelity section), from the repository root. Sections:
+
+- latency    ``test`` mode wall time on a warm GPU (target < 3 s) and a full ranked run of
+             vectoradd (target < 15 s), each through ``python -m harness`` as a runner calls it.
+- solutions  every shipped solution in ``test`` mode (Triton and CUDA ones included): the
+             verdict must match its ``expect:`` header.
+- ranked     every passing solution in ``ranked`` mode; one per leaderboard twice back to back
+             for repeatability (target: scores within 1%).
+- fidelity   for those repeated solutions, Nsight Compute's kernel time for each benchmark case
+             (``--cache-control all --clock-control none``) against the harness's median, for
+             single-kernel submissions (target: within 5% or 1 µs).
+- hostile    GPU-only attacks: CUDA illegal address, out of memory, work hidden on a side
+             stream, monkey-patched CUDA timers.
+- pytest     the CPU test suite's verdict, hostile and mode tests rerun on the GPU
+             (``KERNELCUP_TEST_DEVICE=cuda``), when pytest is installed.
+
+Sections run in that order and are skipped, with a note, once ``--budget-s`` is spent. Results
+go under ``$OUT`` (default ``./gpu-out``): ``gpu_report.md`` (the tables, also printed at the
+end), ``gpu_results.json`` and every harness result under ``runs/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import math
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(REPO), str(REPO / "tests" / "harness"), str(HERE)]
+try:
+    import yaml  # noqa: F401
+except ImportError:  # GPU images often lack PyYAML: task.yml needs only a small subset
+    import taskyml
+
+    sys.modules["yaml"] = taskyml
+
+import torch  # noqa: E402
+from conftest import HarnessRun, leaderboard_spec, run_harness  # noqa: E402
+
+from harness.spec import GpuInfo, JobSpec, Mode, Result, Status  # noqa: E402
+
+SHIPPED = REPO / "leaderboards"
+HEADER = re.compile(r"^\s*(?:#|//)\s*(expect|requires):\s*(\S+)", re.MULTILINE)
+# Nominal peaks: HBM bandwidth (GB/s) and dense fp16/bf16 tensor TFLOP/s.
+PEAKS = {
+    "H200": (4800.0, 989.0),
+    "H100 PCIe": (2000.0, 756.0),
+    "H100": (3350.0, 989.0),
+    "A100": (2039.0, 312.0),
+    "L4": (300.0, 121.0),
+    "T4": (320.0, 65.0),
+    "B200": (8000.0, 2250.0),
+}
+ALL_SECTIONS = ["latency", "solutions", "ranked", "fidelity", "hostile", "pytest"]
+
+
+class Report:
+    def __init__(self, out: Path, budget_s: float) -> None:
+        self.out = out
+        self.started = time.monotonic()
+        self.budget_s = budget_s
+        self.records: dict[str, list[dict[str, Any]]] = {}
+        self.notes: list[str] = []
+        (out / "runs").mkdir(parents=True, exist_ok=True)
+
+    def left(self) -> float:
+        return self.budget_s - (time.monotonic() - self.started)
+
+    def add(self, section: str, row: dict[str, Any]) -> None:
+        self.records.setdefault(section, []).append(row)
+        self.save()
+
+    def save(self) -> None:
+        payload = {"records": self.records, "notes": self.notes}
+        (self.out / "gpu_results.json").write_text(json.dumps(payload, indent=1, default=str))
+        (self.out / "gpu_report.md").write_text(self.markdown())
+
+    def markdown(self) -> str:
+        lines = [f"# kernelcup harness on {gpu_name()} ({time.strftime('%Y-%m-%d %H:%M')})", ""]
+        for section, rows in self.records.items():
+            if not rows:
+                continue
+            lines += [f"## {section}", ""]
+            keys = list(dict.fromkeys(k for row in rows for k in row))
+            lines.append("| " + " | ".join(keys) + " |")
+            lines.append("|" + "---|" * len(keys))
+            for row in rows:
+                cells = [_cell(row.get(k, "")) for k in keys]
+                lines.append("| " + " | ".join(cells) + " |")
+            lines.append("")
+        if self.notes:
+            lines += ["## notes", ""] + [f"- {note}" for note in self.notes] + [""]
+        return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        value = f"{value:.4g}"
+    return str(value).replace("|", "/").replace("\n", " ")[:160]
+
+
+def gpu_name() -> str:
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+
+
+def gpu_info() -> GpuInfo:
+    name = gpu_name()
+    for key, (bandwidth, tflops) in PEAKS.items():
+        if key in name:
+            return GpuInfo(name=name, peak_bandwidth_gbps=bandwidth, peak_tflops=tflops)
+    return GpuInfo(name=name)
+
+
+def solutions() -> list[dict[str, Any]]:
+    found = []
+    for folder in sorted(p for p in SHIPPED.iterdir() if (p / "task.yml").is_file()):
+        for path in sorted((folder / "solutions").glob("*")):
+            if path.suffix in (".py", ".cu"):
+                headers = dict(HEADER.findall(path.read_text()))
+                found.append({"leaderboard": folder.name, "path": path, "expect": headers.get("expect", "pass")})
+    return found
+
+
+def spec_for(leaderboard: str, path: Path, mode: Mode) -> JobSpec:
+    spec: JobSpec = leaderboard_spec(
+        SHIPPED / leaderboard,
+        path.read_text(),
+        mode,
+        device="cuda",
+        gpu=gpu_info(),
+        secret_seed=int.from_bytes(leaderboard.encode()[:12].ljust(12, b"k"), "big") * 7919,
+    )
+    return spec
+
+
+def run(report: Report, name: str, spec: JobSpec, env: dict[str, str] | None = None) -> tuple[Result | None, float]:
+    started = time.monotonic()
+    try:
+        outcome: HarnessRun = run_harness(spec, env={**CACHE_ENV, **(env or {})})
+    except subprocess.TimeoutExpired:
+        report.notes.append(f"{name}: the harness did not finish within its timeout + 30 s")
+        return None, time.monotonic() - started
+    wall = time.monotonic() - started
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+    if outcome.result is None:
+        report.notes.append(f"{name}: no result line; harness stderr: {outcome.stderr[-400:]}")
+        return None, wall
+    (report.out / "runs" / f"{safe}.json").write_text(outcome.result.to_json())
+    if "CUDA IPC unavailable" in outcome.result.stderr:
+        report.notes.append(f"{name}: CUDA IPC was unavailable; outputs went through the host")
+    return outcome.result, wall
+
+
+def _medians(result: Result) -> str:
+    return ", ".join(f"{(b.median_ns or 0) / 1000:.2f}" for b in result.benchmarks)
+
+
+def _ci(result: Result) -> float:
+    widths = [
+        (b.ci_high_ns - b.ci_low_ns) / b.median_ns * 100
+        for b in result.benchmarks
+        if b.ci_high_ns is not None and b.ci_low_ns is not None and b.median_ns
+    ]
+    return max(widths) if widths else math.nan
+
+
+# --- sections ------------------------------------------------------------------------------
+
+
+def section_latency(report: Report, state: dict[str, Any]) -> None:
+    board = "vectoradd"
+    path = SHIPPED / board / "solutions" / "pytorch.py"
+    run(report, "latency-warmup", spec_for(board, path, Mode.TEST))
+    walls = [run(report, f"latency-test-{i}", spec_for(board, path, Mode.TEST))[1] for i in range(3)]
+    report.add(
+        "latency",
+        {
+            "what": "test mode, vectoradd (wall, median of 3)",
+            "seconds": statistics.median(walls),
+            "target": "< 3 s",
+            "ok": statistics.median(walls) < 3,
+        },
+    )
+    result, wall = run(report, "latency-ranked", spec_for(board, path, Mode.RANKED))
+    report.add(
+        "latency",
+        {
+            "what": "full ranked run, vectoradd",
+            "seconds": wall,
+            "target": "< 15 s",
+            "ok": wall < 15 and bool(result and result.passed),
+        },
+    )
+    if result is not None:
+        state["system"] = result.system
+
+
+def section_solutions(report: Report, state: dict[str, Any]) -> None:
+    for item in solutions():
+        if report.left() < 30:
+            report.notes.append("solutions: stopped early, out of time budget")
+            return
+        name = f"{item['leaderboard']}/{item['path'].name}"
+        result, wall = run(report, f"test-{name}", spec_for(item["leaderboard"], item["path"], Mode.TEST))
+        status = result.status.value if result else "no result"
+        expected = "passed" if item["expect"] == "pass" else "failed"
+        report.add(
+            "solutions",
+            {
+                "solution": name,
+                "expect": expected,
+                "status": status,
+                "ok": status == expected,
+                "verdict": result.verdict if result else "",
+                "wall s": wall,
+            },
+        )
+        if result is not None and result.passed:
+            state.setdefault("passing", []).append(item)
+
+
+def _repeat_choice(items: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """One solution per leaderboard for the back-to-back pair: the fastest kind available."""
+    order = ["triton.py", "vectorized.cu", "cuda_inline.py", "simple.cu", "pytorch.py"]
+    chosen: dict[str, dict[str, Any]] = {}
+    for item in items:
+        board, name = item["leaderboard"], item["path"].name
+        rank = order.index(name) if name in order else len(order)
+        if board not in chosen or rank < chosen[board]["rank"]:
+            chosen[board] = {**item, "rank": rank}
+    return chosen
+
+
+def section_ranked(report: Report, state: dict[str, Any]) -> None:
+    passing = state.get("passing") or [s for s in solutions() if s["expect"] == "pass"]
+    repeat = _repeat_choice(passing)
+    state["repeat"] = repeat
+    for item in passing:
+        if report.left() < 60:
+            report.notes.append("ranked: stopped early, out of time budget")
+            return
+        board, path = item["leaderboard"], item["path"]
+        name = f"{board}/{path.name}"
+        first, wall = run(report, f"ranked-{name}", spec_for(board, path, Mode.RANKED))
+        row: dict[str, Any] = {"solution": name, "status": first.status.value if first else "no result"}
+        if first is not None and first.passed and first.score_s:
+            row.update(
+                {
+                    "score µs": first.score_s * 1e6,
+                    "case medians µs": _medians(first),
+                    "max CI %": _ci(first),
+                    "runs": ",".join(str(b.runs) for b in first.benchmarks),
+                    "wall s": wall,
+                }
+            )
+            state.setdefault("ranked", {})[name] = first
+        else:
+            row["verdict"] = first.verdict if first else ""
+        report.add("ranked", row)
+        if repeat.get(board, {}).get("path") == path and first is not None and first.score_s:
+            second, _ = run(report, f"ranked-again-{name}", spec_for(board, path, Mode.RANKED))
+            if second is not None and second.score_s:
+                diff = abs(first.score_s - second.score_s) / min(first.score_s, second.score_s) * 100
+                report.add(
+                    "repeatability",
+                    {
+                        "solution": name,
+                        "score 1 µs": first.score_s * 1e6,
+                        "score 2 µs": second.score_s * 1e6,
+                        "diff %": diff,
+                        "≤ 1%": diff <= 1.0,
+                    },
+                )
+            else:
+                report.add("repeatability", {"solution": name, "diff %": "second run failed"})
+
+
+def _ncu_rows(log_text: str) -> list[float]:
+    """Kernel durations in ns, in launch order, from ncu's ``--csv --page raw`` output."""
+    rows = [row for row in csv.reader(io.StringIO(log_text)) if row]
+    header_at = next((i for i, row in enumerate(rows) if "gpu__time_duration.sum" in row), None)
+    if header_at is None:
+        return []
+    header = rows[header_at]
+    column = header.index("gpu__time_duration.sum")
+    scale = 1.0
+    durations = []
+    for row in rows[header_at + 1 :]:
+        if len(row) != len(header):
+            continue
+        cell = row[column].replace(",", "")
+        try:
+            durations.append(float(cell) * scale)
+        except ValueError:
+            scale = {"nsecond": 1.0, "usecond": 1e3, "msecond": 1e6, "second": 1e9}.get(cell, 1.0)
+    return durations
+
+
+def section_fidelity(report: Report, state: dict[str, Any]) -> None:
+    ncu = shutil.which("ncu")
+    if ncu is None:
+        report.notes.append("fidelity: ncu not found")
+        return
+    calls = 5
+    for board, item in state.get("repeat", {}).items():
+        name = f"{board}/{item['path'].name}"
+        ranked = state.get("ranked", {}).get(name)
+        if ranked is None or item["path"].suffix != ".py" or report.left() < 60:
+            continue
+        spec = spec_for(board, item["path"], Mode.BENCHMARK)
+        with tempfile.TemporaryDirectory() as tmp:
+            files = Path(tmp)
+            for file_name, content in spec.files.items():
+                (files / file_name).parent.mkdir(parents=True, exist_ok=True)
+                (files / file_name).write_text(content)
+            log = files / "ncu.log"
+            cases = spec.task.benchmarks
+            command = [
+                ncu,
+                "--clock-control",
+                "none",
+                "--cache-control",
+                "all",
+                "--profile-from-start",
+                "off",
+                "--metrics",
+                "gpu__time_duration.sum",
+                "--csv",
+                "--page",
+                "raw",
+                "--log-file",
+                str(log),
+                sys.executable,
+                str(HERE / "ncu_probe.py"),
+                str(files),
+                str(files / spec.submission_name),
+                json.dumps(cases),
+                str(calls),
+            ]
+            completed = subprocess.run(command, capture_output=True, text=True, timeout=max(60, report.left()))
+            durations = _ncu_rows(log.read_text() if log.exists() else "")
+        if completed.returncode != 0 or not durations or len(durations) % (calls * len(cases)):
+            report.notes.append(
+                f"fidelity {name}: ncu gave {len(durations)} kernel rows "
+                f"(exit {completed.returncode}): {completed.stderr[-300:]}"
+            )
+            continue
+        per_call = len(durations) // (calls * len(cases))
+        for index, case in enumerate(cases):
+            chunk = durations[index * calls * per_call : (index + 1) * calls * per_call]
+            kernel_ns = statistics.median(sum(chunk[c * per_call : (c + 1) * per_call]) for c in range(calls))
+            harness_ns = ranked.benchmarks[index].median_ns or math.nan
+            diff_ns = harness_ns - kernel_ns
+            report.add(
+                "fidelity",
+                {
+                    "solution": name,
+                    "case": json.dumps(case),
+                    "kernels/call": per_call,
+                    "harness µs": harness_ns / 1000,
+                    "ncu µs": kernel_ns / 1000,
+                    "diff %": diff_ns / kernel_ns * 100,
+                    "diff µs": diff_ns / 1000,
+                    "within 5% or 1 µs": abs(diff_ns) <= max(0.05 * kernel_ns, 1000)
+                    if per_call == 1
+                    else "n/a (multi-kernel)",
+                },
+            )
+
+
+HOSTILE = HERE / "hostile"
+
+
+def section_hostile(report: Report, state: dict[str, Any]) -> None:
+    board = "vectoradd"
+    for file_name, wanted, needle in [
+        ("illegal_address.py", Status.CRASHED, "CUDA"),
+        ("out_of_memory.py", Status.CRASHED, "out of memory"),
+    ]:
+        result, _ = run(report, f"hostile-{file_name}", spec_for(board, HOSTILE / file_name, Mode.TEST))
+        ok = result is not None and result.status is wanted and needle.lower() in result.verdict.lower()
+        report.add(
+            "hostile",
+            {
+                "case": file_name,
+                "expected": f"{wanted.value}, '{needle}'",
+                "status": result.status.value if result else "none",
+                "ok": ok,
+                "verdict": result.verdict if result else "",
+            },
+        )
+    medians: dict[str, Result] = {}
+    for file_name in ("honest_add.py", "hidden_stream.py", "cuda_timer_patch.py"):
+        result, _ = run(report, f"hostile-bench-{file_name}", spec_for(board, HOSTILE / file_name, Mode.BENCHMARK))
+        if result is not None and result.passed:
+            medians[file_name] = result
+        else:
+            report.add(
+                "hostile",
+                {
+                    "case": file_name,
+                    "status": result.status.value if result else "none",
+                    "ok": False,
+                    "verdict": result.verdict if result else "",
+                },
+            )
+    honest = medians.get("honest_add.py")
+    for file_name, tolerance, note in [("hidden_stream.py", 0.25, "work continued"), ("cuda_timer_patch.py", 0.10, "")]:
+        cheat = medians.get(file_name)
+        if honest is None or cheat is None:
+            continue
+        ratios = [
+            (c.median_ns or 0) / (h.median_ns or 1) for c, h in zip(cheat.benchmarks, honest.benchmarks, strict=True)
+        ]
+        flagged = all(note in b.message for b in cheat.benchmarks) if note else True
+        report.add(
+            "hostile",
+            {
+                "case": file_name,
+                "expected": f"median within {tolerance:.0%} of honest_add" + (f", flagged '{note}'" if note else ""),
+                "status": "passed",
+                "ok": all(abs(r - 1) <= tolerance for r in ratios) and flagged,
+                "verdict": "median / honest: " + ", ".join(f"{r:.3f}" for r in ratios),
+            },
+        )
+
+
+def section_pytest(report: Report, state: dict[str, Any]) -> None:
+    try:
+        import pytest  # noqa: F401
+    except ImportError:
+        report.notes.append("pytest: not installed on this machine; section skipped")
+        return
+    files = [f"tests/harness/test_harness_{n}.py" for n in ("verdicts", "hostile", "modes")]
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *files],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **CACHE_ENV, "KERNELCUP_TEST_DEVICE": "cuda"},
+        timeout=max(60, report.left()),
+    )
+    (report.out / "pytest_cuda.txt").write_text(completed.stdout + completed.stderr)
+    summary = completed.stdout.strip().splitlines()[-1] if completed.stdout.strip() else "no output"
+    report.add("pytest on cuda", {"suite": " ".join(files), "summary": summary, "ok": completed.returncode == 0})
+
+
+SECTIONS = {
+    "latency": section_latency,
+    "solutions": section_solutions,
+    "ranked": section_ranked,
+    "fidelity": section_fidelity,
+    "hostile": section_hostile,
+    "pytest": section_pytest,
+}
+CACHE_ENV: dict[str, str] = {}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sections", default=",".join(ALL_SECTIONS))
+    parser.add_argument("--budget-s", type=float, default=540.0)
+    args = parser.parse_args()
+    out = Path(os.environ.get("OUT") or "gpu-out").resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    CACHE_ENV["KERNELCUP_CACHE_DIR"] = str(out / "cache")
+    report = Report(out, args.budget_s)
+    if not torch.cuda.is_available():
+        report.notes.append("no CUDA device: nothing to measure")
+    state: dict[str, Any] = {}
+    for section in args.sections.split(","):
+        if section not in SECTIONS:
+            report.notes.append(f"unknown section {section!r}")
+            continue
+        if report.left() <= 0:
+            report.notes.append(f"{section}: skipped, out of time budget")
+            continue
+        started = time.monotonic()
+        try:
+            SECTIONS[section](report, state)
+        except Exception:
+            report.notes.append(f"{section}: crashed:\n{traceback.format_exc()[-1500:]}")
+        report.notes.append(f"{section}: {time.monotonic() - started:.0f} s")
+        report.save()
+    system = state.get("system")
+    if system is not None:
+        report.notes.insert(0, f"system: {json.dumps(system.__dict__)}")
+    report.save()
+    print(report.markdown())
+    print(f"\nfull output under {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

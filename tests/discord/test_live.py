@@ -1,0 +1,77 @@
+"""Live progress: throttled edits, and delivery after the interaction token has died."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+from adapters.discord.adapter import DiscordAdapter
+from tests.discord.conftest import Clock, GatedRunner, Send, final_edit, settled, submit
+from tests.discord.fake_discord import ALICE, OTHER_CHANNEL, SUBMIT_CHANNEL, FakeDiscord, embeds_of, slash
+
+
+async def test_progress_edits_come_at_most_once_per_interval(adapter: DiscordAdapter, fake: FakeDiscord,
+                                                             send: Send, runner: GatedRunner) -> None:
+    runner.progress_steps = 40
+    _, message_id = await submit(fake, send)
+    await final_edit(fake, message_id)
+    edits = [c for c in fake.calls if c.method == "PATCH" and c.path.endswith(f"/messages/{message_id}")]
+    gaps = [later.at - earlier.at for earlier, later in itertools.pairwise(edits)]
+    assert 2 <= len(edits) < 20
+    assert min(gaps) >= 0.3 * 0.9  # edit_interval_s of the test config
+
+
+async def test_an_expired_token_falls_back_to_editing_through_the_channel(
+        adapter: DiscordAdapter, fake: FakeDiscord, send: Send, runner: GatedRunner) -> None:
+    runner.gate.clear()
+    payload, message_id = await submit(fake, send)
+    await runner.started.wait()
+    fake.expired_tokens.add(payload["token"])  # Discord ends the token earlier than we expect
+    runner.gate.set()
+    final = await final_edit(fake, message_id)
+    assert final.path == f"/channels/{SUBMIT_CHANNEL}/messages/{message_id}"
+    refused = [c for c in fake.calls if c.status == 401]
+    assert refused and all(c.path.startswith("/webhooks/") for c in refused)
+
+
+async def test_after_fifteen_minutes_the_token_is_not_tried_at_all(
+        adapter: DiscordAdapter, fake: FakeDiscord, send: Send, runner: GatedRunner, clock: Clock) -> None:
+    runner.gate.clear()
+    payload, message_id = await submit(fake, send)
+    await runner.started.wait()
+    clock.advance(minutes=15)
+    fake.expired_tokens.add(payload["token"])
+    mark = len(fake.calls)
+    runner.gate.set()
+    final = await final_edit(fake, message_id)
+    assert final.path == f"/channels/{SUBMIT_CHANNEL}/messages/{message_id}"
+    assert not [c for c in fake.calls[mark:] if c.path.startswith("/webhooks/")]
+
+
+async def test_a_deleted_message_is_replaced_by_a_new_one_that_mentions_the_submitter(
+        adapter: DiscordAdapter, fake: FakeDiscord, send: Send, runner: GatedRunner) -> None:
+    runner.gate.clear()
+    payload, message_id = await submit(fake, send)
+    await runner.started.wait()
+    fake.expired_tokens.add(payload["token"])
+    del fake.messages[message_id]  # someone deleted the bot's message
+    runner.gate.set()
+    await final_edit(fake)
+    reposted = fake.find("POST", f"/channels/{SUBMIT_CHANNEL}/messages")
+    assert any(f"<@{ALICE}>" in (c.json or {}).get("content", "") and embeds_of(c) for c in reposted)
+
+
+async def test_a_deleted_channel_ends_the_conversation_but_not_the_bot(
+        adapter: DiscordAdapter, fake: FakeDiscord, send: Send, runner: GatedRunner) -> None:
+    runner.gate.clear()
+    payload, _ = await submit(fake, send)
+    await runner.started.wait()
+    fake.expired_tokens.add(payload["token"])
+    fake.deleted_channels.add(SUBMIT_CHANNEL)
+    runner.gate.set()
+    await asyncio.sleep(0.1)
+    await settled(adapter)
+    assert [c for c in fake.calls if c.status == 404 and c.path.startswith(f"/channels/{SUBMIT_CHANNEL}")]
+    send(later := slash(fake, "leaderboard", "list", channel_id=OTHER_CHANNEL))
+    answer = await fake.wait_for(lambda c: c.path.endswith(f"{later['token']}/callback"))
+    assert "Leaderboards" in embeds_of(answer[0])[0]["description"]

@@ -1,0 +1,66 @@
+"""The final standings on the real harness: the local runner re-runs the entries on the CPU."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import time_machine
+from sqlalchemy.engine import Engine
+from sqlmodel import col, select
+
+from core.announcements import Occasion
+from core.db import session_scope
+from core.models import FinalStanding
+from runners.local import LocalRunner
+from tests.scheduling.conftest import ALICE, BOB, NOW, ROOT, Bots, eventually, settings_for
+
+pytestmark = pytest.mark.slow
+
+
+def tiny_identity(root: Path) -> Path:
+    """The identity task with one small test and one small benchmark: seconds per run on a CPU."""
+    folder = root / "tiny"
+    folder.mkdir(parents=True)
+    shutil.copy(ROOT / "leaderboards/utils.py", root / "utils.py")
+    for name in ("reference.py", "task.py", "template.py"):
+        shutil.copy(ROOT / "leaderboards/identity" / name, folder / name)
+    task = (ROOT / "leaderboards/identity/task.yml").read_text()
+    task = re.sub(r"tests:\n(  - .*\n)+", "tests:\n  - {size: 127, seed: 5236}\n", task)
+    task = re.sub(r"benchmarks:\n(  - .*\n)+", "benchmarks:\n  - {size: 4096, seed: 54352}\n", task)
+    (folder / "task.yml").write_text(task.replace("  Triton: template_triton.py\n", ""))
+    return folder
+
+
+def with_score(solution: str, score_s: float) -> bytes:
+    """A shipped solution, and the score the scripted runner reports for it before the close."""
+    source = (ROOT / "leaderboards/identity/solutions" / solution).read_text()
+    return f"{source}\n# kc-score: {score_s!r} 0.0\n".encode()
+
+
+async def test_the_local_runner_re_runs_the_entries_and_a_wrong_kernel_drops_out(
+    bots: Bots, sqlite_engine: Engine, clock: time_machine.Traveller, tmp_path: Path
+) -> None:
+    folder = tiny_identity(tmp_path / "boards")
+    scripted = await bots.start(sqlite_engine, final_rounds=1)
+    created = await scripted.ask("create", folder=str(folder), deadline=(NOW + timedelta(hours=2)).isoformat())
+    assert created.ok, created.text()
+    # Before the close both count as passing; the wrong one only fails on the real harness.
+    await scripted.ranked(ALICE, with_score("pytorch.py", 2e-3), board="tiny")
+    await scripted.ranked(BOB, with_score("wrong_offbyone.py", 1e-3), board="tiny")
+    await bots.stop(scripted)
+
+    clock.move_to(NOW + timedelta(hours=2, seconds=1))
+    local = await bots.start(sqlite_engine, LocalRunner(settings_for(tmp_path), gpu="cpu"), final_rounds=1)
+    await eventually(lambda: Occasion.FINAL_STANDINGS in local.occasions(), timeout_s=120, what="the final")
+
+    with session_scope(sqlite_engine) as session:
+        rows = session.exec(select(FinalStanding).order_by(col(FinalStanding.id))).all()
+    alice, bob = rows
+    assert (alice.rank, alice.rank_before, bob.rank, bob.rank_before) == (1, 2, None, 1)
+    assert alice.score is not None and alice.score_low is not None and alice.score_high is not None
+    assert alice.score_low <= alice.score <= alice.score_high  # the harness's CI of the median
+    assert bob.note.startswith("failed:")

@@ -1,0 +1,141 @@
+"""Restarts, downtime and a second bot process: the deadline still acts exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+import time_machine
+from sqlalchemy.engine import Engine
+
+from core.announcements import Occasion
+from core.db import make_engine
+from core.models import FINAL_MODE, FinalStanding, ReminderSent, Submission
+from core.scheduling import Scheduling
+from tests.scheduling.conftest import (
+    ALICE,
+    BOB,
+    NOW,
+    Bot,
+    Bots,
+    board_row,
+    count,
+    eventually,
+    kernel,
+    settle,
+    stored_job_ids,
+)
+
+DEADLINE = NOW + timedelta(hours=2)
+
+
+def scheduling(bot: Bot) -> Scheduling:
+    assert bot.app.scheduling is not None
+    return bot.app.scheduling
+
+
+def total(bots: list[Bot], occasion: Occasion) -> int:
+    return sum(bot.occasions().count(occasion) for bot in bots)
+
+
+async def test_a_restart_between_scheduling_and_firing_still_closes(
+    bots: Bots, sqlite_engine: Engine, clock: time_machine.Traveller
+) -> None:
+    first = await bots.start(sqlite_engine)
+    board_id = await first.create(deadline=DEADLINE)
+    await first.ranked(ALICE, kernel(1e-3))
+    await bots.stop(first)
+    assert stored_job_ids(sqlite_engine)[f"leaderboard:{board_id}:close"] == DEADLINE  # kept in the database
+
+    second = await bots.start(sqlite_engine)
+    clock.move_to(DEADLINE + timedelta(seconds=1))
+    second.wakeup()
+    await eventually(lambda: Occasion.FINAL_STANDINGS in second.occasions(), what="the final standings")
+    assert second.occasions().count(Occasion.CLOSED) == 1
+    assert f"leaderboard:{board_id}:close" not in stored_job_ids(sqlite_engine)
+
+
+async def test_a_deadline_missed_while_down_closes_once_when_back(
+    bots: Bots, sqlite_engine: Engine, clock: time_machine.Traveller
+) -> None:
+    first = await bots.start(sqlite_engine)
+    board_id = await first.create(deadline=DEADLINE)
+    await first.ranked(ALICE, kernel(1e-3))
+    await bots.stop(first)
+    clock.move_to(DEADLINE + timedelta(hours=1))  # down over the deadline, back inside the 6 h grace
+
+    second = await bots.start(sqlite_engine)
+    await eventually(lambda: Occasion.FINAL_STANDINGS in second.occasions(), what="the final standings")
+    assert board_row(sqlite_engine, board_id).closed_at == DEADLINE + timedelta(hours=1)
+    await bots.stop(second)
+
+    clock.move_to(DEADLINE + timedelta(hours=2))
+    third = await bots.start(sqlite_engine)  # and another restart: nothing happens again
+    third.wakeup()
+    await settle()
+    assert total([first, second, third], Occasion.CLOSED) == 1
+    assert total([first, second, third], Occasion.FINAL_STANDINGS) == 1
+    assert count(sqlite_engine, FinalStanding) == 1
+
+
+async def test_a_deadline_missed_beyond_the_grace_waits_for_an_admin(
+    bots: Bots, sqlite_engine: Engine, clock: time_machine.Traveller
+) -> None:
+    first = await bots.start(sqlite_engine)
+    board_id = await first.create(deadline=DEADLINE)
+    await first.ranked(ALICE, kernel(1e-3))
+    await bots.stop(first)
+    clock.move_to(DEADLINE + timedelta(days=2))  # far beyond the 6 h grace: no stale announcements
+
+    second = await bots.start(sqlite_engine)
+    await settle()
+    assert second.occasions() == []
+    assert board_row(sqlite_engine, board_id).closed_at is None
+    assert not (await second.submit(ALICE, kernel(1e-3))).ok  # still closed to ranked runs
+
+    assert (await second.ask("set-deadline", leaderboard="cup", deadline="+0m")).ok
+    await eventually(lambda: Occasion.FINAL_STANDINGS in second.occasions(), what="the final standings")
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+async def test_two_schedulers_on_one_postgresql_act_once(
+    bots: Bots, database_url: str, engine: Engine, clock: time_machine.Traveller
+) -> None:
+    other_engine = make_engine(database_url)  # the second process has its own connections
+    try:
+        one = await bots.start(engine)
+        two = await bots.start(other_engine)
+        both = [one, two]
+        board_id = await one.create(deadline=DEADLINE)
+        await one.ranked(ALICE, kernel(2e-3, label="alice"))
+        await two.ranked(BOB, kernel(1e-3, label="bob"))
+        await eventually(lambda: total(both, Occasion.OPENED) == 1, what="the opening")
+
+        # Each step fires in both processes at once (as when both schedulers find the job due),
+        # and through the schedulers as well.
+        clock.move_to(DEADLINE - timedelta(hours=1))
+        await asyncio.gather(*(scheduling(bot).remind(board_id, 3600) for bot in both))
+        for bot in both:
+            bot.wakeup()
+        await eventually(lambda: total(both, Occasion.REMINDER) == 1, what="the 1 h reminder")
+
+        clock.move_to(DEADLINE + timedelta(seconds=1))
+        await asyncio.gather(*(scheduling(bot).close(board_id) for bot in both))
+        for bot in both:
+            bot.wakeup()
+        await eventually(lambda: total(both, Occasion.FINAL_STANDINGS) == 1, what="the final standings")
+        for bot in both:
+            await scheduling(bot).reconcile()
+            bot.wakeup()
+        await settle(0.5)
+        assert [total(both, o) for o in (Occasion.OPENED, Occasion.REMINDER, Occasion.CLOSED,
+                                         Occasion.FINAL_STANDINGS)] == [1, 1, 1, 1]
+        assert count(engine, ReminderSent) == 1
+        assert count(engine, Submission, Submission.mode == FINAL_MODE) == 2  # queued once
+        assert count(engine, FinalStanding) == 2
+        assert board_row(engine, board_id).final_done_at is not None
+        for bot in list(bots.running):
+            await bots.stop(bot)
+    finally:
+        other_engine.dispose()
