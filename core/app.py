@@ -21,7 +21,7 @@ from core.errors import UserError
 from core.events import JobEvent
 from core.jobs import Pipeline
 from core.leaderboards import sync_folder
-from core.messages import Reply, Request
+from core.messages import Problem, Reply, Request
 from core.models import Leaderboard, Run, utcnow
 from core.notices import new_leader_announcement
 from core.permissions import allows, role_of
@@ -122,25 +122,32 @@ class Kernelcup:
             cmd = find_command(request.command)
             request.role = role_of(request.actor, self.settings)
             if not allows(request.role, cmd.role):
-                return Reply.error(
+                reply = Reply.error(
                     f"Only {cmd.role.value}s may use {cmd.name}.", "Ask an admin for the role."
                 )
+                reply.problem = Problem("forbidden")
+                return reply
             request.args = coerce_args(cmd, request.args)
             reply = await asyncio.to_thread(cmd.handler, self, request)
         except NeedsGpuChoice as exc:
             reply = Reply.error(exc.message, exc.hint)
             reply.choices = {"gpu": exc.options}
+            reply.problem = Problem("needs_choice")
             return reply
         except UserError as exc:
-            return Reply.error(exc.message, exc.hint)
+            reply = Reply.error(exc.message, exc.hint)
+            reply.problem = Problem(exc.kind, getattr(exc, "retry_after_s", None))
+            return reply
         except Exception:
             incident = uuid.uuid4().hex[:8]
             log.exception("command failed", command=request.command, incident=incident,
                           actor=request.actor.identity)
-            return Reply.error(
+            reply = Reply.error(
                 f"Something went wrong on our side (incident {incident}).",
                 "Nothing you sent was lost; an admin can look the incident up in the log.",
             )
+            reply.problem = Problem("internal")
+            return reply
         if reply.submission_id is not None:
             self.pipeline.wake()
         return reply

@@ -50,8 +50,21 @@ class Settings:
     # env overrides applied, so a plugin's settings live in the same file without a core change.
     sections: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def runner_concurrency(self, runner: str) -> int:
-        return int(self.runners.get(runner, {}).get("concurrency", 1))
+    def runner_concurrency(self, runner: str, gpu: str | None = None) -> int:
+        """Jobs a runner runs at once: one number for the runner, or per GPU kind when the config
+        gives a mapping (``concurrency: {default: 8, B200: 2}``)."""
+        value: Any = self.runners.get(runner, {}).get("concurrency", 1)
+        if isinstance(value, dict):
+            value = value.get(gpu or "default", value.get("default", 1))
+        return int(value)
+
+    def concurrency_per_gpu(self, runner: str) -> bool:
+        """True when each GPU kind of the runner has its own slots (a lane per GPU kind)."""
+        return isinstance(self.runners.get(runner, {}).get("concurrency"), dict)
+
+    def runner_grace_s(self, runner: str) -> float:
+        """A runner's limit beyond the harness's (start-up, waiting for a remote GPU, transfer)."""
+        return float(self.runners.get(runner, {}).get("grace_s", self.limits.runner_grace_s))
 
 
 def load_settings(path: Path | None = None, env: dict[str, str] | None = None) -> Settings:

@@ -17,7 +17,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import DateTime, event, make_url, text
 from sqlalchemy.engine import URL, Connection, Dialect, Engine
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Session, create_engine
@@ -56,8 +56,17 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+def database_url(url: str | URL) -> URL:
+    """Parse, and give bare ``postgresql://`` / ``postgres://`` URLs the driver we ship
+    (psycopg 3): SQLAlchemy would otherwise look for psycopg2, which is not installed."""
+    parsed = make_url(url)
+    if parsed.drivername in ("postgres", "postgresql"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
 def make_engine(url: str | URL, **kwargs: Any) -> Engine:
-    url = make_url(url)
+    url = database_url(url)
     if url.get_backend_name() == "sqlite":
         _ensure_sqlite_dir(url)
         # Without a busy timeout, concurrent writers fail at once with "database is locked".
@@ -108,7 +117,11 @@ def as_utc(value: datetime) -> datetime:
 
 def check_reachable(url: str | URL, timeout_s: int = 5) -> None:
     """Fail at start with one line that names the database, instead of a traceback mid-request."""
-    parsed = make_url(url)
+    try:
+        parsed = database_url(url)
+    except ArgumentError:
+        raise StoreUnavailable("cannot read the database URL (it is not shown: it may hold a"
+                               " password)") from None
     shown = parsed.render_as_string(hide_password=True)
     if parsed.get_backend_name() == "sqlite":
         try:
@@ -162,8 +175,11 @@ def upgrade(engine_or_url: Engine | str | URL, revision: str = "head") -> None:
     same. The whole upgrade is one transaction on both, so a failed migration leaves nothing
     half-done.
     """
-    given = engine_or_url if isinstance(engine_or_url, Engine) else None
-    url = given.url if given is not None else make_url(engine_or_url)  # type: ignore[arg-type]
+    if isinstance(engine_or_url, Engine):
+        given: Engine | None = engine_or_url
+        url = engine_or_url.url
+    else:
+        given, url = None, database_url(engine_or_url)
     if url.get_backend_name() == "sqlite" and _is_file_database(url):
         _upgrade_sqlite_file(url, revision)
         return

@@ -85,6 +85,7 @@ class _Claim:
     gpu: str
     spec: JobSpec | None
     error: str | None = None  # why no spec could be built
+    runner_ref: str | None = None  # the remote work of an earlier attempt, to re-attach to
     run: Run | None = None  # the Run to store, less the result (filled in at claim time)
     heartbeat: asyncio.Task[None] | None = None
     phase: str = Phase.COMPILING
@@ -113,13 +114,18 @@ class Pipeline:
         self.bus = bus or EventBus()
         self.poll_s = poll_s
         self._lanes: dict[str, _Lane] = {}
+        named: dict[str, Runner] = {}
         for gpu, runner in runners.items():
-            lane = self._lanes.get(runner.name)
-            if lane is None:
-                slots = asyncio.Semaphore(max(1, settings.runner_concurrency(runner.name)))
-                lane = self._lanes[runner.name] = _Lane(runner, [], slots)
-            elif lane.runner is not runner:
+            if named.setdefault(runner.name, runner) is not runner:
                 raise ValueError(f"two different runners are both named {runner.name!r}")
+            # One lane per runner, or per GPU kind where the config gives each kind its own slots
+            # (Modal: a queue of H100 jobs must not hold the slots of the T4 jobs behind it).
+            per_gpu = settings.concurrency_per_gpu(runner.name)
+            key = f"{runner.name}:{gpu}" if per_gpu else runner.name
+            lane = self._lanes.get(key)
+            if lane is None:
+                count = settings.runner_concurrency(runner.name, gpu if per_gpu else None)
+                lane = self._lanes[key] = _Lane(runner, [], asyncio.Semaphore(max(1, count)))
             lane.gpus.append(gpu)
         self._tasks: list[asyncio.Task[None]] = []
         self._running: dict[int, asyncio.Task[None]] = {}
@@ -261,8 +267,13 @@ class Pipeline:
         if claim.spec is None:
             await self._finish(claim, JobStatus.FAILED, claim.error)
             return
-        limit = runner_limit(claim.spec.timeout_s, self.settings.limits.runner_grace_s)
-        context = RunContext(job_id=claim.job_id, gpu=claim.gpu, limit_s=limit)
+        limit = runner_limit(claim.spec.timeout_s, self.settings.runner_grace_s(lane.runner.name))
+
+        async def remember_ref(ref: str) -> None:
+            claim.runner_ref = ref
+            await asyncio.to_thread(self._update_running, claim.job_id, runner_ref=ref)
+
+        context = RunContext(claim.job_id, claim.gpu, limit, claim.runner_ref, remember_ref)
         log.info("job started", runner=lane.runner.name, gpu=claim.gpu, limit_s=limit)
 
         async def on_progress(progress: Progress) -> None:
@@ -291,8 +302,14 @@ class Pipeline:
         """Stopped by `cancel`, because the row is no longer ours, or by `stop` (re-queued)."""
         if claim.heartbeat is not None:
             claim.heartbeat.cancel()  # its next beat must not take this cleanup for a loss
-        with suppress(Exception):
-            await asyncio.wait_for(lane.runner.cancel(claim.job_id), 10)
+        # At a clean stop, or when recovery gave the job to another worker, remote work goes on:
+        # the job keeps its runner_ref and its next run re-attaches to it.
+        stop_work = claim.job_id in self._cancelled or (
+            claim.job_id in self._lost and await asyncio.to_thread(self._is_cancelled, claim.job_id)
+        )
+        if stop_work:
+            with suppress(Exception):
+                await asyncio.wait_for(lane.runner.cancel(claim.job_id), 10)
         if claim.job_id in self._lost:
             log.warning("job taken over elsewhere; its run was stopped here")
         elif claim.job_id in self._cancelled:
@@ -395,7 +412,7 @@ class Pipeline:
             job = session.execute(claim).scalars().one_or_none()
             if job is None or job.id is None:
                 return None
-            taken = _Claim(job.id, job.submission_id, job.gpu, spec=None)
+            taken = _Claim(job.id, job.submission_id, job.gpu, spec=None, runner_ref=job.runner_ref)
             # Held here, so build_spec finds it in the session instead of asking again.
             submission = session.get(Submission, job.submission_id)
             try:  # in the claim's transaction: one round trip less per job
@@ -467,6 +484,11 @@ class Pipeline:
         """A clean stop is not the job's fault: give the attempt back."""
         values = {"status": QUEUED, "attempts": col(Job.attempts) - 1, **_UNCLAIMED}
         return self._change(self._ours(job_id), values)
+
+    def _is_cancelled(self, job_id: int) -> bool:
+        with session_scope(self.engine) as session:
+            job = session.get(Job, job_id)
+            return job is None or job.status == JobStatus.CANCELLED
 
     def _cancel_row(self, job_id: int) -> JobEvent | None:
         where = and_(col(Job.id) == job_id, col(Job.status).in_([QUEUED, RUNNING]))

@@ -113,6 +113,18 @@ class ProgressBlock:
 Block = Text | Table | Code | File | Image | ProgressBlock
 
 
+@dataclass(frozen=True)
+class Problem:
+    """Why a request was refused, in words an adapter can map (the web to an HTTP status).
+
+    ``kind``: invalid, not_found, forbidden, too_large, refused, rate_limited, needs_choice,
+    internal (``core.errors``' kinds, plus the core's own two).
+    """
+
+    kind: str
+    retry_after_s: float | None = None  # rate_limited: when one more request will be accepted
+
+
 @dataclass
 class Reply:
     blocks: list[Block] = field(default_factory=list)
@@ -121,6 +133,7 @@ class Reply:
     submission_id: int | None = None  # set when the reply starts a submission to follow
     # Set when the request lacks a value the platform can ask for with a menu: param -> options.
     choices: dict[str, list[str]] | None = None
+    problem: Problem | None = None  # set by the core when it refused the request
 
     def text(self) -> str:
         return "\n\n".join(block.fallback() for block in self.blocks)

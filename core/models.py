@@ -241,3 +241,15 @@ class FinalStanding(SQLModel, table=True):
     score_high: float | None = None
     rank_before: int
     note: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=""))
+
+
+class ApiToken(SQLModel, table=True):
+    """A personal API token (web API, remote CLI). Only its sha256 is stored: the token itself is
+    shown once, so a leaked database cannot be used to act as anyone."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    user_id: int = Field(foreign_key="user.id", index=True, ondelete="CASCADE")
+    token_sha256: str = Field(unique=True, index=True, max_length=64)
+    label: str = Field(default="", max_length=200)  # who asked, e.g. "discord:1234 via token"
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    revoked_at: datetime | None = Field(default=None, sa_type=UTCDateTime)

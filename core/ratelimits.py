@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from math import ceil
 
-from sqlalchemy import func, or_
+from sqlalchemy import ColumnElement, func, or_
 from sqlmodel import Session, col, select
 
-from core.errors import Refused
+from core.db import as_utc
+from core.errors import RateLimited
 from core.models import RateLimit, Submission
 
 ANY_MODE = "*"
+_WINDOW = timedelta(hours=1)
 
 
 def set_limit(session: Session, board_id: int | None, mode: str, max_per_hour: int | None) -> None:
@@ -35,23 +38,34 @@ def check(session: Session, user_id: int, board_id: int, mode: str, now: datetim
             col(RateLimit.mode).in_([mode, ANY_MODE]),
         )
     ).all()
-    since = now - timedelta(hours=1)
+    since = now - _WINDOW
     for limit in limits:
-        query = select(func.count()).select_from(Submission).where(
-            Submission.user_id == user_id, col(Submission.created_at) >= since
-        )
+        counted: list[ColumnElement[bool]] = [col(Submission.user_id) == user_id, col(Submission.created_at) >= since]
         if limit.leaderboard_id is not None:
-            query = query.where(Submission.leaderboard_id == board_id)
+            counted.append(col(Submission.leaderboard_id) == board_id)
         if limit.mode != ANY_MODE:
-            query = query.where(Submission.mode == limit.mode)
-        used = session.exec(query).one()
+            counted.append(col(Submission.mode) == limit.mode)
+        used = session.exec(select(func.count()).select_from(Submission).where(*counted)).one()
         if used >= limit.max_per_hour:
             scope = "this leaderboard" if limit.leaderboard_id is not None else "all leaderboards"
             what = f"{limit.mode} submissions" if limit.mode != ANY_MODE else "submissions"
-            raise Refused(
+            retry_after = _retry_after(session, counted, used - limit.max_per_hour, now)
+            raise RateLimited(
                 f"Rate limit reached: {limit.max_per_hour} {what} per hour on {scope}.",
-                "Try again later; the limit counts the last 60 minutes.",
+                f"Try again in {ceil(retry_after / 60)} min; the limit counts the last 60 minutes.",
+                retry_after_s=retry_after,
             )
+
+
+def _retry_after(session: Session, counted: list[ColumnElement[bool]], skip: int, now: datetime) -> float:
+    """Seconds until a slot frees: when the oldest submission that keeps the count at the limit
+    leaves the window."""
+    ages_out = session.exec(
+        select(Submission.created_at).where(*counted).order_by(col(Submission.created_at)).offset(skip).limit(1)
+    ).first()
+    if ages_out is None:
+        return _WINDOW.total_seconds()
+    return max(1.0, (as_utc(ages_out) + _WINDOW - now).total_seconds())
 
 
 def list_limits(session: Session) -> list[RateLimit]:

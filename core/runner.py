@@ -13,6 +13,7 @@ from typing import Protocol, runtime_checkable
 from harness.spec import JobSpec, Progress, Result
 
 ProgressCallback = Callable[[Progress], Awaitable[None]]
+RefCallback = Callable[[str], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,9 @@ class RunContext:
     gpu: str
     limit_s: float  # the runner's own limit: always longer than spec.timeout_s (core.timeouts)
     runner_ref: str | None = None  # set when re-attaching to work started before a restart
+    # A remote runner calls this as soon as it has a reference to its work (a Modal call id, a
+    # workflow run), so the job row keeps it and a restarted bot re-attaches instead of repeating.
+    remember_ref: RefCallback | None = None
 
 
 class RunnerError(Exception):

@@ -14,7 +14,7 @@ from sqlmodel import Session
 
 from core.config import Settings
 from core.db import as_utc
-from core.errors import Forbidden, NotFound, Refused, UserError
+from core.errors import Forbidden, NotFound, Refused, TooLarge, UserError
 from core.leaderboards import get_leaderboard, leaderboard_gpus, task_of
 from core.messages import Actor
 from core.models import Code, Job, Leaderboard, Role, Submission
@@ -67,7 +67,7 @@ def decode_source(file: SubmissionFile, max_bytes: int) -> str:
     if not file.content.strip():
         raise UserError(f"{file.name} is empty.", "Attach the file that defines custom_kernel.")
     if len(file.content) > max_bytes:
-        raise UserError(
+        raise TooLarge(
             f"{file.name} is {len(file.content) / 1024:.0f} KiB; the limit is {max_bytes // 1024} KiB.",
             "Submit the kernel source only, without data or binaries.",
         )

@@ -62,10 +62,12 @@ class LiveMessage:
                     await self.interaction.followup.edit_message(self.message_id, content=content, embed=embed)
                 return
             except discord.HTTPException as error:
-                if not token_expired(error):
+                if token_expired(error):
+                    self._token_dead = True
+                    log.info("interaction token expired; editing through the channel", message_id=self.message_id)
+                elif not isinstance(error, discord.NotFound):
                     raise
-                self._token_dead = True
-                log.info("interaction token expired; editing through the channel", message_id=self.message_id)
+                # NotFound: the message was deleted; the channel path below posts a new one.
         channel = self.client.get_partial_messageable(self.channel_id)
         try:
             await channel.get_partial_message(self.message_id).edit(content=content, embed=embed)

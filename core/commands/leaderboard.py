@@ -30,6 +30,7 @@ from core.ranking import entry_counts, standings
 from core.report import format_seconds, submission_reply
 from core.tasks import read_task_folder
 from core.users import user_for
+from core.visibility import may_see_code
 from core.when import parse_when, relative, show_utc
 
 if TYPE_CHECKING:
@@ -208,7 +209,7 @@ def get_submission_command(app: Kernelcup, request: Request) -> Reply:
             raise NotFound(f"There is no submission #{submission_id}.", "`mine` lists yours.")
         reply = submission_reply(session, submission_id)
         # Code stays private to its author and admins until the deadline has passed.
-        if own or allows(request.role, Role.ADMIN) or as_utc(board.deadline) <= app.now():
+        if may_see_code(submission, board, user_id=user.id, role=request.role, now=app.now()):
             code = session.get(Code, submission.code_sha256)
             assert code is not None
             reply.blocks.append(File(submission.file_name, code.content.encode(), f"code of #{submission_id}"))

@@ -74,7 +74,7 @@ def command(
 
 
 def commands() -> list[Command]:
-    from core.commands import admin, leaderboard, submit  # noqa: F401  (registers them)
+    from core.commands import admin, leaderboard, submit, tokens  # noqa: F401  (registers them)
 
     return sorted(REGISTRY.values(), key=lambda c: (c.group, c.name))
 

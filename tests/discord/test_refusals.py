@@ -87,3 +87,13 @@ async def test_ones_own_code_before_the_deadline_is_shown_privately(adapter: Dis
     answer = await callback(fake, payload)
     assert answer.json is not None and answer.json["data"]["flags"] == EPHEMERAL
     assert "kernel.py" in answer.files
+
+
+async def test_an_unknown_leaderboard_is_named_in_a_private_answer(adapter: DiscordAdapter, fake: FakeDiscord,
+                                                                   send: Send) -> None:
+    payload = slash(fake, "leaderboard", "submit", files={"file": ("kernel.py", SOLUTION)}, mode="test",
+                    leaderboard="nosuchboard", gpu="cpu")
+    send(payload)
+    refusal = await original_edit(fake, payload)
+    assert "nosuchboard" in description_of(refusal)
+    assert fake.original(payload["token"])["flags"] & EPHEMERAL

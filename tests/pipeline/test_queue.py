@@ -15,7 +15,8 @@ from core.db import session_scope
 from core.events import EventBus, JobEvent
 from core.jobs import Pipeline, is_paused, restart_failure, set_paused
 from core.jobspec import build_spec
-from core.models import Job, JobStatus, Run, utcnow
+from core.models import BestScore, Job, JobStatus, Run, utcnow
+from core.ranking import RankChange
 from core.runner import ProgressCallback, RunContext, RunnerError
 from harness.spec import JobSpec, Mode, Progress, Result, Status
 
@@ -352,3 +353,24 @@ def test_the_spec_carries_the_task_files_and_the_submission(engine: Engine, mode
         assert (spec.gpu.name, spec.gpu.peak_bandwidth_gbps) == ("H100", 3350)
     else:
         assert (spec.secret_seed, spec.timeout_s, spec.device) == (None, 180.0, "cpu")
+
+
+async def test_a_ranked_run_updates_best_scores_and_reports_the_rank_change(
+    engine: Engine,
+) -> None:
+    seed_leaderboard(engine)
+    [job_id] = submit(engine, mode="ranked")
+    changes: list[tuple[Run, RankChange]] = []
+
+    async def on_rank_change(run: Run, change: RankChange) -> None:
+        changes.append((run, change))
+
+    pipe = pipeline(engine, FakeRunner(), on_rank_change=on_rank_change)
+    await pipe.start()
+    await wait_for_status(engine, job_id, JobStatus.SUCCEEDED)
+    await pipe.stop()
+    [(run, change)] = changes
+    assert (run.job_id, run.score, change.new_rank, change.old_rank) == (job_id, 0.002, 1, None)
+    with Session(engine) as session:
+        best = session.exec(select(BestScore)).one()
+    assert (best.run_id, best.score) == (run.id, 0.002)

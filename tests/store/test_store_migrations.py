@@ -124,6 +124,18 @@ def test_an_unreachable_server_is_one_line_without_the_password() -> None:
     )
 
 
+def test_a_bare_postgres_url_gets_the_shipped_driver() -> None:
+    with pytest.raises(StoreUnavailable, match=r"^cannot reach the database at "
+                       r"postgresql\+psycopg://kc:\*\*\*@127\.0\.0\.1:1/kernelcup: "):
+        check_reachable("postgres://kc:s3cret@127.0.0.1:1/kernelcup")
+
+
+def test_an_unreadable_url_is_refused_without_echoing_it() -> None:
+    with pytest.raises(StoreUnavailable) as caught:
+        check_reachable("not a url:s3cret")
+    assert "s3cret" not in str(caught.value)
+
+
 def test_a_sqlite_file_in_a_new_folder_is_reachable(tmp_path: Path) -> None:
     check_reachable(f"sqlite:///{tmp_path / 'fresh' / 'kernelcup.db'}")
     assert (tmp_path / "fresh").is_dir()

@@ -1,0 +1,66 @@
+"""``token``: a personal API token for the web API and the remote CLI, on every platform.
+
+The token is shown once, ephemerally; only its sha256 is stored (core.tokens).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from core.commands.registry import Kind, Param, command
+from core.db import session_scope
+from core.errors import NotFound
+from core.messages import Actor, Code, Reply, Request, Text
+from core.models import Role, User
+from core.permissions import require
+from core.tokens import issue_token, revoke_tokens
+from core.users import find_user, user_for
+
+if TYPE_CHECKING:
+    from sqlmodel import Session
+
+    from core.app import Kernelcup
+
+
+@command(
+    "token",
+    "a new personal API token for the web API and the remote CLI (shown once)",
+    Param("user", Kind.USER, "admins: a token for this user (created if it is a new identity)", positional=True),
+    Param("revoke", Kind.FLAG, "revoke every token instead of issuing one"),
+)
+def token_command(app: Kernelcup, request: Request) -> Reply:
+    other = request.args["user"]
+    now = app.now()
+    with session_scope(app.engine) as session:
+        if other and other != request.actor.identity:
+            require(request.role, Role.ADMIN, "issue or revoke tokens for others")
+            user = _user_for_admin(session, str(other))
+        else:
+            user = user_for(session, request.actor)
+        if request.args["revoke"]:
+            count = revoke_tokens(session, user, now=now)
+            return Reply([Text(f"Revoked {count} token(s) of {user.display_name} ({user.identity}).",
+                               style="success")], ephemeral=True)
+        token = issue_token(session, user, label=f"issued by {request.actor.identity}", now=now)
+    return Reply(
+        [
+            Text(f"A new API token for {user.display_name} ({user.identity}). It is shown only this once:",
+                 style="success"),
+            Code(token),
+            Text("Send it as `Authorization: Bearer <token>`, or set KERNELCUP_TOKEN for "
+                 "`kernelcup --server URL ...`. `token --revoke` revokes all of them.", style="hint"),
+        ],
+        ephemeral=True,
+    )
+
+
+def _user_for_admin(session: Session, identity: str) -> User:
+    """An existing user by identity or name; a new identity (``platform:id``) becomes a user, so an
+    admin can issue a token for an account that has not written yet (a CI job, say)."""
+    try:
+        return find_user(session, identity)
+    except NotFound:
+        platform, _, name = identity.partition(":")
+        if not platform or not name:
+            raise
+        return user_for(session, Actor(identity=identity, display_name=name))

@@ -1,0 +1,179 @@
+"""The Modal app: one GPU function per GPU kind of the registry, each running the real harness.
+
+Deploy from the repository root, as a module (a file path would put ``runners/`` on sys.path,
+where ``runners/modal.py`` would hide the ``modal`` SDK)::
+
+    modal deploy -m runners.modal_app
+
+The functions come from the GPU registry (config/kernelcup.yml): every entry with a
+``modal_gpu`` option gets ``run_<name>`` pinned to that exact card type, so adding a GPU kind is
+one config entry plus a redeploy. The table is computed where the deploy runs and baked into the
+image's environment, so the container defines the very same functions without our config,
+``core`` or PyYAML.
+
+The function body is pure: the job spec's JSON in, the harness's stdout lines out. It never
+judges them: the result line is signed with the spec's key and checked by the runner.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import modal
+
+APP_NAME = "kernelcup"
+PROGRESS_DICT = "kernelcup-progress"  # function-call id -> the harness's latest progress line
+TABLE_ENV = "KERNELCUP_MODAL_FUNCTIONS"
+STDERR_KEEP_CHARS = 8000
+PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "LD_LIBRARY_PATH")
+PASSED_ENV_PREFIXES = ("CUDA_", "NVIDIA_")
+# The container's CUDA toolkit (nvcc for CUDA leaderboards) and the bot's own torch pin.
+CUDA_IMAGE = "nvidia/cuda:12.8.1-devel-ubuntu22.04"
+PYTHON = "3.11"
+PACKAGES = ("torch==2.13.0", "numpy>=1.26")  # torch brings its Triton
+
+if "runners" in Path(modal.__file__).parts:  # pragma: no cover - a deploy by file path
+    raise ImportError("deploy with `modal deploy -m runners.modal_app` from the repository root")
+
+
+@dataclass(frozen=True)
+class GpuFunction:
+    """One deployed function: its Modal name, the exact card, its hard timeout."""
+
+    name: str
+    gpu: str  # Modal's GPU string, e.g. "H100!" (the "!" forbids an upgrade to another card)
+    timeout_s: int  # Modal's own limit, from core.timeouts.platform_timeout_s
+    max_containers: int | None = None
+
+
+def function_name(gpu_name: str) -> str:
+    """The Modal function serving a registry GPU: "A100-80GB" -> "run_a100_80gb"."""
+    return "run_" + "".join(c if c.isalnum() else "_" for c in gpu_name.lower())
+
+
+def run_harness(
+    spec_json: str,
+    kill_after_s: float,
+    report: Callable[[str], None] | None = None,
+    command: list[str] | None = None,
+) -> dict[str, Any]:
+    """Run ``python -m harness`` on one spec; its stdout lines, exit code and stderr's tail.
+
+    ``kill_after_s`` (from core.timeouts) exceeds the harness's own limit, so normally the harness
+    reports its own timeout; this kill is for a harness that hangs. Progress lines go to
+    ``report`` as they come.
+    """
+    root = str(Path(__file__).resolve().parent.parent)  # where `harness` is importable from
+    # Only what the harness needs, as runners.local passes: never a Modal token or our table.
+    env = {k: v for k, v in os.environ.items() if k in PASSED_ENV or k.startswith(PASSED_ENV_PREFIXES)}
+    env["PYTHONPATH"] = root
+    env["PYTHONUNBUFFERED"] = "1"
+    workdir = tempfile.mkdtemp(prefix="kernelcup-")
+    process = subprocess.Popen(
+        command or [sys.executable, "-m", "harness"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=workdir,
+        start_new_session=True,
+    )
+    lines: list[str] = []
+    stderr: list[str] = []
+    # Drained beside stdout: a full stderr pipe would block the harness.
+    drain = threading.Thread(target=lambda: stderr.append(process.stderr.read() if process.stderr else ""))
+    drain.start()
+    try:
+        assert process.stdin is not None and process.stdout is not None
+        try:
+            process.stdin.write(spec_json)
+            process.stdin.close()
+        except BrokenPipeError:
+            pass  # it died at once; the exit code and stderr say why
+        with _kill_group_after(process, kill_after_s):
+            for line in process.stdout:
+                lines.append(line.rstrip("\n"))
+                if report is not None and line.startswith('{"event": "progress"'):
+                    report(line.rstrip("\n"))
+            process.wait()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        drain.join()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return {"lines": lines, "returncode": process.returncode, "stderr": "".join(stderr)[-STDERR_KEEP_CHARS:]}
+
+
+@contextmanager
+def _kill_group_after(process: subprocess.Popen[str], after_s: float) -> Iterator[None]:
+    """SIGKILL the harness's whole process group (the submission's too) once ``after_s`` pass."""
+
+    def kill() -> None:
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+    timer = threading.Timer(after_s, kill)
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def _report_to_dict(line: str) -> None:
+    """Publish the latest progress line under this call's id, for the runner's polls."""
+    call_id = modal.current_function_call_id()
+    if call_id:
+        with suppress(Exception):  # progress is a courtesy: it never fails the run
+            modal.Dict.from_name(PROGRESS_DICT, create_if_missing=True).put(call_id, line)
+
+
+def run_job(spec_json: str, kill_after_s: float) -> dict[str, Any]:
+    """The GPU function's body (the same for every card)."""
+    return run_harness(spec_json, kill_after_s, report=None if modal.is_local() else _report_to_dict)
+
+
+def _table() -> list[GpuFunction]:
+    if not modal.is_local():  # in the container: the table the deploy baked in
+        return [GpuFunction(**entry) for entry in json.loads(os.environ.get(TABLE_ENV, "[]"))]
+    from core.config import load_settings
+    from runners.modal import function_table
+
+    return function_table(load_settings())
+
+
+FUNCTIONS = _table()
+
+image = (
+    modal.Image.from_registry(CUDA_IMAGE, add_python=PYTHON)
+    .pip_install(*PACKAGES)
+    .env({TABLE_ENV: json.dumps([asdict(f) for f in FUNCTIONS])})
+    .add_local_python_source("harness")
+)
+app = modal.App(APP_NAME, image=image)
+
+GPU_FUNCTIONS: dict[str, modal.Function[..., Any, Any]] = {
+    spec.name: app.function(
+        gpu=spec.gpu,
+        timeout=spec.timeout_s,
+        retries=0,  # a crashed run is reported, never silently repeated (a ranked run twice)
+        max_containers=spec.max_containers,
+        name=spec.name,
+        serialized=False,
+    )(run_job)
+    for spec in FUNCTIONS
+}
