@@ -129,6 +129,7 @@ class Pipeline:
             lane.gpus.append(gpu)
         self._tasks: list[asyncio.Task[None]] = []
         self._running: dict[int, asyncio.Task[None]] = {}
+        self._claims: dict[int, tuple[_Lane, _Claim]] = {}  # until its cleanup is done
         # Why a job's task was cancelled; any other reason (stop, loop shutdown) re-queues it.
         self._cancelled: set[int] = set()  # `cancel` was asked here
         self._lost: set[int] = set()  # the row was taken from us (cancelled elsewhere, reaped)
@@ -152,10 +153,9 @@ class Pipeline:
         running = list(self._running.values())
         if running:
             await asyncio.wait(running, timeout=drain_s)
-        for task in list(self._running.values()):
+        for task in self._running.values():
             task.cancel()  # re-queued by _on_cancelled
-        if self._running:
-            await asyncio.wait(list(self._running.values()))
+        await asyncio.gather(*(self._settle(*item) for item in list(self._running.items())))
         if self._tasks:
             self._tasks[-1].cancel()  # the reaper; dispatchers return once they see _stopping
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -183,7 +183,7 @@ class Pipeline:
         if task is not None:
             self._cancelled.add(job_id)
             task.cancel()
-            await asyncio.wait([task])
+            await self._settle(job_id, task)
             return True
         # Queued, or running in another process: that worker sees the row at its next heartbeat.
         event = await asyncio.to_thread(self._cancel_row, job_id)
@@ -231,13 +231,28 @@ class Pipeline:
                 continue
             task = asyncio.create_task(self._run_job(lane, claim))
             self._running[claim.job_id] = task
+            self._claims[claim.job_id] = (lane, claim)
             task.add_done_callback(partial(self._release, lane, claim.job_id))
 
-    def _release(self, lane: _Lane, job_id: int, _: object) -> None:
+    def _release(self, lane: _Lane, job_id: int, task: asyncio.Task[None]) -> None:
         self._running.pop(job_id, None)
-        for ids in (self._cancelled, self._lost):
-            ids.discard(job_id)
         lane.slots.release()
+        if not task.cancelled():  # else `_settle` still has to clean up
+            self._forget(job_id)
+
+    def _forget(self, job_id: int) -> None:
+        self._claims.pop(job_id, None)
+        self._cancelled.discard(job_id)
+        self._lost.discard(job_id)
+
+    async def _settle(self, job_id: int, task: asyncio.Task[None]) -> None:
+        """Wait for a cancelled job's task. A task cancelled before its first step never ran
+        its own cleanup (`_on_cancelled`), and its row would stay running: do it here."""
+        await asyncio.wait([task])
+        entry = self._claims.get(job_id)
+        if task.cancelled() and entry is not None:
+            await self._on_cancelled(*entry)
+        self._forget(job_id)
 
     async def _reap(self) -> None:
         """Recover jobs of workers that died while this process runs (other instances)."""

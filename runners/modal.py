@@ -25,18 +25,45 @@ from core.config import Settings
 from core.runner import ProgressCallback, RunContext, RunnerError
 from core.timeouts import platform_timeout_s, remote_kill_s
 from harness.spec import JobSpec, Progress, Result, SpecError, parse_line
-from runners.modal_app import APP_NAME, PROGRESS_DICT, GpuFunction, function_name
 
 log = structlog.get_logger(__name__)
 
+APP_NAME = "kernelcup"
+PROGRESS_DICT = "kernelcup-progress"
 REF_PREFIX = "modal:"
-_EXPIRED = object()
 DEFAULTS: dict[str, Any] = {
     "app": APP_NAME,
-    "poll_s": 5.0,  # one get(timeout=poll_s) long-poll, then a progress read
+    "poll_s": 5.0,  # each wait for the result long-polls this long, then progress is read
     "startup_s": 300.0,  # container start, counted inside Modal's function timeout
     "max_harness_s": 900.0,  # the longest harness limit the deployed functions accept
 }
+_EXPIRED = object()
+def runner_options(settings: Settings) -> dict[str, Any]:
+    """The ``runners.modal`` config section over its defaults."""
+    return {**DEFAULTS, **settings.runners.get("modal", {})}
+
+
+def function_name(gpu_name: str) -> str:
+    """The Modal function serving a registry GPU: "A100-80GB" -> "run_a100_80gb"."""
+    return "run_" + "".join(c if c.isalnum() else "_" for c in gpu_name.lower())
+
+
+def deployment(settings: Settings) -> dict[str, Any]:
+    """What runners/modal_app.py deploys: the app, and one function per registry GPU with a
+    ``modal_gpu`` option, its timeout derived by core.timeouts from the values the runner reads."""
+    options = runner_options(settings)
+    timeout = platform_timeout_s(float(options["max_harness_s"]), float(options["startup_s"]))
+    functions = [
+        {
+            "name": function_name(name),
+            "gpu": str(gpu.options["modal_gpu"]),
+            "timeout_s": timeout,
+            "max_containers": settings.runner_concurrency("modal", name),
+        }
+        for name, gpu in settings.gpus.items()
+        if gpu.options.get("modal_gpu")
+    ]
+    return {"app": str(options["app"]), "progress_dict": PROGRESS_DICT, "functions": functions}
 
 
 class ModalClient(Protocol):
@@ -113,26 +140,6 @@ class _Ref:
             return None  # none, or another runner's
         call_id, _, key = text[len(REF_PREFIX) :].partition(":")
         return cls(call_id, key) if call_id and key else None
-
-
-def runner_options(settings: Settings) -> dict[str, Any]:
-    return {**DEFAULTS, **settings.runners.get("modal", {})}
-
-
-def function_table(settings: Settings) -> list[GpuFunction]:
-    """The functions to deploy: one per registry GPU with a ``modal_gpu`` option."""
-    options = runner_options(settings)
-    timeout = platform_timeout_s(float(options["max_harness_s"]), float(options["startup_s"]))
-    return [
-        GpuFunction(
-            name=function_name(name),
-            gpu=str(gpu.options["modal_gpu"]),
-            timeout_s=timeout,
-            max_containers=settings.runner_concurrency("modal", name),
-        )
-        for name, gpu in settings.gpus.items()
-        if gpu.options.get("modal_gpu")
-    ]
 
 
 class ModalRunner:

@@ -27,15 +27,13 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import modal
 
-APP_NAME = "kernelcup"
-PROGRESS_DICT = "kernelcup-progress"  # function-call id -> the harness's latest progress line
-TABLE_ENV = "KERNELCUP_MODAL_FUNCTIONS"
+TABLE_ENV = "KERNELCUP_MODAL_DEPLOYMENT"
 STDERR_KEEP_CHARS = 8000
 PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "LD_LIBRARY_PATH")
 PASSED_ENV_PREFIXES = ("CUDA_", "NVIDIA_")
@@ -56,11 +54,6 @@ class GpuFunction:
     gpu: str  # Modal's GPU string, e.g. "H100!" (the "!" forbids an upgrade to another card)
     timeout_s: int  # Modal's own limit, from core.timeouts.platform_timeout_s
     max_containers: int | None = None
-
-
-def function_name(gpu_name: str) -> str:
-    """The Modal function serving a registry GPU: "A100-80GB" -> "run_a100_80gb"."""
-    return "run_" + "".join(c if c.isalnum() else "_" for c in gpu_name.lower())
 
 
 def run_harness(
@@ -147,21 +140,25 @@ def run_job(spec_json: str, kill_after_s: float) -> dict[str, Any]:
     return run_harness(spec_json, kill_after_s, report=None if modal.is_local() else _report_to_dict)
 
 
-def _table() -> list[GpuFunction]:
-    if not modal.is_local():  # in the container: the table the deploy baked in
-        return [GpuFunction(**entry) for entry in json.loads(os.environ.get(TABLE_ENV, "[]"))]
+def _deployment() -> dict[str, Any]:
+    """What runners.modal.deployment derives from the config; in the container, as baked in."""
+    if not modal.is_local():
+        return dict(json.loads(os.environ[TABLE_ENV]))
     from core.config import load_settings
-    from runners.modal import function_table
+    from runners.modal import deployment
 
-    return function_table(load_settings())
+    return deployment(load_settings())
 
 
-FUNCTIONS = _table()
+DEPLOYMENT = _deployment()
+APP_NAME: str = DEPLOYMENT["app"]
+PROGRESS_DICT: str = DEPLOYMENT["progress_dict"]  # function-call id -> the latest progress line
+FUNCTIONS = [GpuFunction(**entry) for entry in DEPLOYMENT["functions"]]
 
 image = (
     modal.Image.from_registry(CUDA_IMAGE, add_python=PYTHON)
     .pip_install(*PACKAGES)
-    .env({TABLE_ENV: json.dumps([asdict(f) for f in FUNCTIONS])})
+    .env({TABLE_ENV: json.dumps(DEPLOYMENT)})
     .add_local_python_source("harness")
 )
 app = modal.App(APP_NAME, image=image)

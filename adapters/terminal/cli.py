@@ -15,10 +15,12 @@ import typer
 from rich.console import Console
 
 from adapters.terminal.follow import follow_submission
+from adapters.terminal.remote import SERVER_ENV, TOKEN_ENV, run_remote
 from adapters.terminal.render import TerminalRenderer
 from adapters.terminal.session import open_app, read_local_files, terminal_actor
 from core.app import Kernelcup
 from core.commands.registry import Command, Kind, commands
+from core.config import load_settings
 from core.errors import StoreUnavailable, UserError
 from core.messages import Reply, Request
 
@@ -29,6 +31,26 @@ EXIT_OK, EXIT_FAILED, EXIT_UNAVAILABLE = 0, 1, 3
 app = typer.Typer(help="kernelcup: GPU-kernel leaderboards.", no_args_is_help=True, add_completion=False)
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
+_server: dict[str, str | None] = {"url": None}  # --server, set by the callback below
+
+
+@app.callback()
+def options(
+    server: str = typer.Option(
+        None, "--server", envvar=SERVER_ENV, show_default=False,
+        help=f"a kernelcup server's URL: commands go to its HTTP API (token from {TOKEN_ENV}); "
+             "default: config web.cli_server, else the embedded kernelcup",
+    ),
+) -> None:
+    _server["url"] = server
+
+
+def remote_server() -> str | None:
+    """--server / KERNELCUP_SERVER, else the config's web.cli_server; None: the embedded core."""
+    if _server["url"]:
+        return _server["url"]
+    configured = (load_settings().sections.get("web") or {}).get("cli_server")
+    return str(configured) if configured else None
 
 
 @app.command()
@@ -91,6 +113,9 @@ def run(cmd: Command, values: dict[str, Any]) -> int:
     except UserError as exc:
         err.print(f"[red]{exc.message}[/red] {exc.hint}")
         return EXIT_FAILED
+    server = remote_server()
+    if server:
+        return asyncio.run(run_remote(cmd, args, attachments, server, TerminalRenderer(out, FILES_DIR)))
     try:
         kernelcup = open_app(log_file=LOG_FILE)
     except StoreUnavailable as exc:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -28,11 +30,17 @@ def describe(event: JobEvent) -> str:
 
 async def follow_submission(app: Kernelcup, submission_id: int, console: Console) -> Reply:
     """Show progress until every job of the submission has finished; return the final report."""
+    await show_progress(app.follow(submission_id), console)
+    return await app.submission_report(submission_id)
+
+
+async def show_progress(events: AsyncIterator[JobEvent], console: Console) -> None:
+    """A Rich progress bar per job, fed by job events from the core or from a server (remote)."""
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
     with Progress(*columns, console=console, transient=False) as progress:
         tasks: dict[int, TaskID] = {}
-        async for event in app.follow(submission_id):
+        async for event in events:
             if event.job_id not in tasks:
                 tasks[event.job_id] = progress.add_task(describe(event), total=None)
             task = tasks[event.job_id]
@@ -40,4 +48,3 @@ async def follow_submission(app: Kernelcup, submission_id: int, console: Console
             progress.update(task, description=describe(event), total=total, completed=event.done)
             if event.finished:
                 progress.update(task, total=1, completed=1)
-    return await app.submission_report(submission_id)

@@ -35,7 +35,8 @@ async def _serve(app: Kernelcup, console: bool | None) -> int:
         for name, factory in factories.items()
         if name != "console" and factory.configured(env)
     ]
-    if console or (console is None and not chosen):
+    # The console is the chat of last resort: adapters that are no chat (the web pages) do not count.
+    if console or (console is None and not any(getattr(a, "chat", True) for a in chosen)):
         chosen.append(factories["console"](app.settings, env))
     await app.start()
     log.info("serving", adapters=[a.name for a in chosen], gpus=sorted(app.served_gpus()))

@@ -196,6 +196,24 @@ async def test_cancelling_a_running_job_goes_through_its_runner(engine: Engine) 
     assert runner.cancelled == [job_id]
 
 
+async def test_a_job_cancelled_before_its_task_first_runs_is_still_cancelled(
+    engine: Engine,
+) -> None:
+    seed_leaderboard(engine)
+    [job_id] = submit(engine)
+    runner = FakeRunner(gate=asyncio.Event())
+    pipe = pipeline(engine, runner)
+    await pipe.start()
+    # Peeks at the private table of tasks to land between the claim and the task's first step.
+    while job_id not in pipe._running:
+        await asyncio.sleep(0)
+    assert await pipe.cancel(job_id) is True
+    row = job(engine, job_id)
+    await pipe.stop()
+    assert (row.status, row.error) == (JobStatus.CANCELLED, "cancelled on request")
+    assert runner.started == []
+
+
 async def test_a_job_cancelled_by_another_process_is_stopped_at_the_next_heartbeat(
     engine: Engine,
 ) -> None:

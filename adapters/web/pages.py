@@ -1,0 +1,114 @@
+"""The server-rendered pages: leaderboards, a leaderboard's rankings, a user, a submission.
+
+The same reads as the API (``boards``, ``submissions``); a little JavaScript counts deadlines
+down, switches the GPU shown, and follows a running submission over server-sent events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Form
+from fastapi import Request as HttpRequest
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+
+from adapters.web import boards, markdown, submissions
+from adapters.web.api import Web
+from adapters.web.auth import ANONYMOUS, COOKIE, AnyViewer, App, Viewer, viewer_for_token
+from adapters.web.charts import Point, Series, score_chart
+from core.report import format_case, format_seconds
+from core.when import relative, show_utc
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+MAX_PROGRESS_CHARTS = 6
+
+
+def make_templates() -> Jinja2Templates:
+    templates = Jinja2Templates(directory=str(TEMPLATES))
+    env = templates.env
+    env.filters["seconds"] = format_seconds
+    env.filters["utc"] = show_utc
+    env.filters["case"] = format_case
+    env.filters["markdown"] = markdown.render
+    env.globals["relative"] = relative
+    return templates
+
+
+def page_router(templates: Jinja2Templates) -> APIRouter:
+    router = APIRouter(include_in_schema=False)
+
+    def render(request: HttpRequest, name: str, viewer: Viewer, app: Any, **context: Any) -> HTMLResponse:
+        return templates.TemplateResponse(request, name, {"viewer": viewer, "now": app.now(), **context})
+
+    @router.get("/", response_class=HTMLResponse)
+    async def home(request: HttpRequest, viewer: AnyViewer, app: App, web: Web) -> HTMLResponse:
+        listed = await asyncio.to_thread(boards.list_leaderboards, app, web, viewer)
+        return render(request, "leaderboards.html", viewer, app, boards=listed)
+
+    @router.get("/leaderboards/{name}", response_class=HTMLResponse)
+    async def leaderboard(request: HttpRequest, name: str, viewer: AnyViewer, app: App, web: Web,
+                          gpu: str | None = None) -> HTMLResponse:
+        def read() -> dict[str, Any]:
+            detail = boards.leaderboard_detail(app, web, viewer, name)
+            ranked = boards.rankings(app, viewer, name, None, limit=50)
+            charts = {
+                r.gpu: score_chart(
+                    [Series("best", [Point(p.at, p.score_s, f"{p.user_name} · {format_seconds(p.score_s)} · "
+                                                            f"#{p.submission_id}")
+                                     for p in boards.history(app, viewer, name, r.gpu)])],
+                    title=f"Best score on {r.gpu} over time", now=app.now())
+                for r in ranked
+            }
+            return {"board": detail, "rankings": ranked, "charts": charts}
+
+        data = await asyncio.to_thread(read)
+        gpus = [r.gpu for r in data["rankings"]]
+        busiest = max(data["rankings"], key=lambda r: len(r.entries)).gpu if gpus else None
+        chosen = next((g for g in gpus if gpu and g.lower() == gpu.lower()), busiest)
+        return render(request, "leaderboard.html", viewer, app, chosen=chosen, **data)
+
+    @router.get("/users/{user_id}", response_class=HTMLResponse)
+    async def user(request: HttpRequest, user_id: int, viewer: AnyViewer, app: App, web: Web) -> HTMLResponse:
+        def read() -> dict[str, Any]:
+            person = submissions.user_detail(app, web, viewer, user_id)
+            progress = submissions.user_progress(app, viewer, user_id)
+            charts = [
+                (board, gpu, score_chart([Series("best so far", [Point(at, score) for at, score in points])],
+                                         title=f"{person.name} on {board} ({gpu})", now=app.now()))
+                for (board, gpu), points in list(progress.items())[:MAX_PROGRESS_CHARTS]
+            ]
+            return {"person": person, "charts": charts}
+
+        return render(request, "user.html", viewer, app, **await asyncio.to_thread(read))
+
+    @router.get("/submissions/{submission_id}", response_class=HTMLResponse)
+    async def submission(request: HttpRequest, submission_id: int, viewer: AnyViewer, app: App,
+                         web: Web) -> HTMLResponse:
+        detail = await asyncio.to_thread(submissions.submission_detail, app, web, viewer, submission_id)
+        return render(request, "submission.html", viewer, app, sub=detail, outcome=submissions.outcome)
+
+    @router.get("/signin", response_class=HTMLResponse)
+    async def signin_form(request: HttpRequest, viewer: AnyViewer, app: App) -> HTMLResponse:
+        return render(request, "signin.html", viewer, app, error="")
+
+    @router.post("/signin", response_class=HTMLResponse)
+    async def signin(request: HttpRequest, app: App, web: Web, token: str = Form("")) -> Response:
+        """The token goes into an HttpOnly cookie, honoured for reads only (see ``auth``)."""
+        viewer = await viewer_for_token(app, token.strip()) if token.strip() else None
+        if viewer is None:
+            return render(request, "signin.html", ANONYMOUS, app, error="That token is unknown or was revoked.")
+        response = RedirectResponse("/", status_code=303)
+        response.set_cookie(COOKIE, token.strip(), httponly=True, samesite="strict", max_age=90 * 86400,
+                            secure=web.public_url.startswith("https://"))
+        return response
+
+    @router.post("/signout")
+    async def signout() -> Response:
+        response = RedirectResponse("/", status_code=303)
+        response.delete_cookie(COOKIE)
+        return response
+
+    return router

@@ -1,0 +1,104 @@
+"""A core ``Reply`` as JSON, and the core's refusals as HTTP statuses.
+
+The core decides every rule; this module only says how its verdict reads over HTTP.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+
+from fastapi.responses import JSONResponse
+
+from adapters.web.schemas import (
+    BlockOut,
+    CodeOut,
+    ErrorOut,
+    FileOut,
+    ImageOut,
+    ProblemOut,
+    ProgressOut,
+    ReplyOut,
+    TableOut,
+    TextOut,
+)
+from core.messages import Block, Code, File, Image, ProgressBlock, Reply, Table, Text
+
+STATUS_BY_KIND = {
+    "invalid": 422,
+    "needs_choice": 422,
+    "not_found": 404,
+    "forbidden": 403,
+    "too_large": 413,
+    "refused": 409,
+    "rate_limited": 429,
+    "internal": 500,
+}
+
+
+def block_out(block: Block) -> BlockOut:
+    if isinstance(block, Text):
+        return TextOut(text=block.text, style=block.style)
+    if isinstance(block, Table):
+        return TableOut(columns=list(block.columns), rows=[list(row) for row in block.rows], title=block.title)
+    if isinstance(block, Code):
+        return CodeOut(code=block.code, language=block.language)
+    if isinstance(block, File):
+        try:
+            return FileOut(name=block.name, description=block.description, text=block.content.decode("utf-8"))
+        except UnicodeDecodeError:
+            return FileOut(name=block.name, description=block.description,
+                           base64=base64.b64encode(block.content).decode())
+    if isinstance(block, Image):
+        return ImageOut(name=block.name, alt=block.alt, png_base64=base64.b64encode(block.png).decode())
+    if isinstance(block, ProgressBlock):
+        return ProgressOut(job_id=block.job_id, gpu=block.gpu, phase=block.phase, done=block.done,
+                           total=block.total, queue_position=block.queue_position)
+    raise TypeError(f"the web cannot render {type(block).__name__}")
+
+
+def reply_out(reply: Reply) -> ReplyOut:
+    problem = reply.problem
+    return ReplyOut(
+        ok=reply.ok,
+        ephemeral=reply.ephemeral,
+        submission_id=reply.submission_id,
+        choices=reply.choices,
+        problem=ProblemOut(kind=problem.kind, retry_after_s=problem.retry_after_s) if problem else None,
+        blocks=[block_out(block) for block in reply.blocks],
+        text=reply.text(),
+    )
+
+
+def status_of(reply: Reply) -> int:
+    """200 for anything the core answered without refusing (even ``ok=False``: a failed run or a
+    confirmation prompt is an answer), else the refusal's status."""
+    return STATUS_BY_KIND.get(reply.problem.kind, 422) if reply.problem else 200
+
+
+def retry_headers(reply: Reply) -> dict[str, str]:
+    if reply.problem is not None and reply.problem.retry_after_s is not None:
+        return {"Retry-After": str(max(1, math.ceil(reply.problem.retry_after_s)))}
+    return {}
+
+
+def reply_response(reply: Reply) -> JSONResponse:
+    return JSONResponse(reply_out(reply).model_dump(mode="json"), status_code=status_of(reply),
+                        headers=retry_headers(reply))
+
+
+def refusal_response(reply: Reply) -> JSONResponse:
+    """A refused reply in the typed routes' error shape: message, hint, kind."""
+    texts = [block for block in reply.blocks if isinstance(block, Text)]
+    message = next((t.text for t in texts if t.style == "error"), reply.text())
+    hint = next((t.text for t in texts if t.style == "hint"), "")
+    kind = reply.problem.kind if reply.problem else "invalid"
+    body = ErrorOut(detail=message, hint=hint, kind=kind, choices=reply.choices)
+    return JSONResponse(body.model_dump(mode="json"), status_code=status_of(reply) if reply.problem else 422,
+                        headers=retry_headers(reply))
+
+
+def error_response(status: int, detail: str, hint: str = "", kind: str = "invalid",
+                   headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(ErrorOut(detail=detail, hint=hint, kind=kind).model_dump(mode="json"),
+                        status_code=status, headers=headers)

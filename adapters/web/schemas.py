@@ -1,0 +1,218 @@
+"""What the REST API returns. Every field is chosen here, explicitly: no table row is ever dumped
+whole, so a column added to the store (a secret seed, say) cannot leak by accident."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class ErrorOut(BaseModel):
+    detail: str
+    hint: str = ""
+    kind: str = "invalid"  # core.messages.Problem kinds, plus "unauthenticated"
+    choices: dict[str, list[str]] | None = None  # needs_choice: e.g. {"gpu": ["H100", "A100"]}
+
+
+class Me(BaseModel):
+    user_id: int
+    identity: str
+    name: str
+    role: str
+
+
+class LeaderboardSummary(BaseModel):
+    name: str
+    deadline: datetime
+    closed: bool
+    gpus: list[str]
+    entries: int
+    lang: str
+    hidden: bool = False
+    url: str
+
+
+class LeaderboardDetail(LeaderboardSummary):
+    description: str
+    ranking_by: str
+    tests: int
+    benchmarks: int
+    templates: list[str]
+    code_public_after_deadline: bool
+
+
+class RankingEntry(BaseModel):
+    rank: int
+    user_id: int
+    user_name: str
+    score_s: float
+    submission_id: int
+    submitted_at: datetime
+    # From the entry's run when the problem defines them (geometric mean over the benchmark cases).
+    gbps: float | None = None
+    tflops: float | None = None
+    percent_of_peak: float | None = None
+
+
+class Ranking(BaseModel):
+    leaderboard: str
+    gpu: str
+    entries: list[RankingEntry]
+
+
+class HistoryPoint(BaseModel):
+    at: datetime
+    score_s: float
+    user_name: str
+    submission_id: int
+
+
+class CaseOut(BaseModel):
+    case: dict[str, Any]
+    passed: bool
+    message: str = ""
+    runs: int = 0
+    median_s: float | None = None
+    min_s: float | None = None
+    ci_low_s: float | None = None
+    ci_high_s: float | None = None
+    gbps: float | None = None
+    tflops: float | None = None
+    percent_of_peak: float | None = None
+
+
+class JobOut(BaseModel):
+    job_id: int
+    gpu: str
+    status: str
+    phase: str
+    done: int = 0
+    total: int = 0
+    queue_position: int | None = None
+    finished: bool
+    error: str | None = None
+    passed: bool | None = None  # None until the harness's result is stored
+    verdict: str | None = None
+    score_s: float | None = None
+    rank: int | None = None
+    tests: list[CaseOut] = Field(default_factory=list)
+    benchmarks: list[CaseOut] = Field(default_factory=list)
+    system: dict[str, Any] | None = None
+    # stdout, stderr, compile log, profiles: shown with the code (they can echo it).
+    logs: dict[str, str] | None = None
+
+
+class SubmissionSummary(BaseModel):
+    id: int
+    leaderboard: str
+    user_id: int
+    user_name: str
+    mode: str
+    file_name: str
+    created_at: datetime
+    finished: bool
+    passed: bool | None
+    outcome: str  # one line per GPU, e.g. "cpu: passed 1.2 ms"
+    url: str
+
+
+class SubmissionOut(SubmissionSummary):
+    jobs: list[JobOut]
+    code_visible: bool
+    code: str | None = None
+    events_url: str
+
+
+class UserOut(BaseModel):
+    id: int
+    name: str
+    submissions: list[SubmissionSummary]
+
+
+class Accepted(BaseModel):
+    submission_id: int
+    message: str
+    url: str
+    events_url: str
+    report_url: str
+
+
+# --- a core Reply on the wire (the generic command routes; the remote CLI reads it back) ------
+
+
+class TextOut(BaseModel):
+    type: Literal["text"] = "text"
+    text: str
+    style: str = "plain"
+
+
+class TableOut(BaseModel):
+    type: Literal["table"] = "table"
+    columns: list[str]
+    rows: list[list[str]]
+    title: str = ""
+
+
+class CodeOut(BaseModel):
+    type: Literal["code"] = "code"
+    code: str
+    language: str = ""
+
+
+class FileOut(BaseModel):
+    type: Literal["file"] = "file"
+    name: str
+    description: str = ""
+    text: str | None = None  # UTF-8 content
+    base64: str | None = None  # any other content
+
+
+class ImageOut(BaseModel):
+    type: Literal["image"] = "image"
+    name: str
+    alt: str
+    png_base64: str
+
+
+class ProgressOut(BaseModel):
+    type: Literal["progress"] = "progress"
+    job_id: int
+    gpu: str
+    phase: str
+    done: int = 0
+    total: int = 0
+    queue_position: int | None = None
+
+
+BlockOut = TextOut | TableOut | CodeOut | FileOut | ImageOut | ProgressOut
+
+
+class ProblemOut(BaseModel):
+    kind: str
+    retry_after_s: float | None = None
+
+
+class ReplyOut(BaseModel):
+    ok: bool
+    ephemeral: bool = False
+    submission_id: int | None = None
+    choices: dict[str, list[str]] | None = None
+    problem: ProblemOut | None = None
+    blocks: list[BlockOut] = Field(default_factory=list)
+    text: str = ""  # every block's plain-text fallback
+
+
+class AttachmentIn(BaseModel):
+    name: str = Field(max_length=200)
+    text: str | None = Field(default=None, description="UTF-8 content")
+    base64: str | None = Field(default=None, description="any content, base64-encoded (zips)")
+
+
+class CommandInfo(BaseModel):
+    name: str
+    help: str
+    group: str
+    role: str
+    params: list[dict[str, Any]]

@@ -1,0 +1,43 @@
+"""The web adapter's settings: the ``web:`` section of the config file (no secrets: API tokens
+live hashed in the database)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from core.config import Settings
+
+TRUE = ("1", "true", "yes", "on")
+
+
+def _flag(value: Any) -> bool:
+    return value if isinstance(value, bool) else str(value).strip().lower() in TRUE
+
+
+@dataclass(frozen=True)
+class WebSettings:
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: int = 8080
+    public_url: str = ""  # e.g. https://kernelcup.example.org; empty: links are relative
+    code_public_after_deadline: bool = True  # default for leaderboards whose task.yml says nothing
+    cli_server: str = ""  # the terminal CLI's server (like --server); empty: the embedded kernelcup
+    max_request_bytes: int = 16 * 1024 * 1024  # any request body; a submission's own limit is the core's
+
+    @classmethod
+    def load(cls, settings: Settings) -> WebSettings:
+        section: dict[str, Any] = dict(settings.sections.get("web") or {})
+        return cls(
+            enabled=_flag(section.get("enabled", cls.enabled)),
+            host=str(section.get("host", cls.host)),
+            port=int(section.get("port", cls.port)),
+            public_url=str(section.get("public_url") or "").rstrip("/"),
+            code_public_after_deadline=_flag(section.get("code_public_after_deadline", True)),
+            cli_server=str(section.get("cli_server") or "").rstrip("/"),
+            max_request_bytes=int(section.get("max_request_bytes", cls.max_request_bytes)),
+        )
+
+    def url(self, path: str) -> str:
+        """An absolute link when the public URL is known, else a path on this server."""
+        return f"{self.public_url}{path}"

@@ -1,0 +1,185 @@
+"""Submissions and users, read for the API and the pages.
+
+Code, and the logs and profiles that could echo it, are included only where
+``core.visibility.may_see_code`` allows: to the author and admins, and to everyone after the
+deadline when the leaderboard allows. Synchronous reads: callers run them in a thread.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from sqlalchemy import ColumnElement, or_
+from sqlmodel import Session, col, select
+
+from adapters.web.auth import ApiError, Viewer
+from adapters.web.schemas import CaseOut, JobOut, SubmissionOut, SubmissionSummary, UserOut
+from adapters.web.settings import WebSettings
+from core.app import Kernelcup
+from core.db import as_utc, session_scope
+from core.events import job_event
+from core.models import FINAL_MODE, Code, Job, Leaderboard, Run, Submission, User
+from core.ranking import rank_of
+from core.report import format_seconds
+from core.visibility import may_see_board, may_see_code
+from harness.spec import CaseResult, Mode, Result, SpecError
+
+MAX_LIST = 100
+_SYSTEM_SHOWN = ("device", "gpu", "driver", "torch", "cuda", "triton", "python", "sm_clock_mhz_before",
+                 "sm_clock_mhz_after", "isolation")  # not the runner's hostname
+
+
+def _not_found(submission_id: int) -> ApiError:
+    return ApiError(404, f"There is no submission #{submission_id}.", "", "not_found")
+
+
+def visible_submission(session: Session, viewer: Viewer, submission_id: int) -> tuple[Submission, Leaderboard]:
+    submission = session.get(Submission, submission_id)
+    board = session.get(Leaderboard, submission.leaderboard_id) if submission is not None else None
+    if submission is None or board is None:
+        raise _not_found(submission_id)
+    own = viewer.user_id is not None and submission.user_id == viewer.user_id
+    if not own and not may_see_board(board, user_id=viewer.user_id, role=viewer.role):
+        raise _not_found(submission_id)
+    return submission, board
+
+
+def code_visible(app: Kernelcup, web: WebSettings, viewer: Viewer, submission: Submission, board: Leaderboard) -> bool:
+    return may_see_code(submission, board, user_id=viewer.user_id, role=viewer.role, now=app.now(),
+                        public_after_deadline=web.code_public_after_deadline)
+
+
+def submission_detail(app: Kernelcup, web: WebSettings, viewer: Viewer, submission_id: int) -> SubmissionOut:
+    with session_scope(app.engine) as session:
+        submission, board = visible_submission(session, viewer, submission_id)
+        show_code = code_visible(app, web, viewer, submission, board)
+        jobs = [_job(session, job, board, show_code) for job in _jobs(session, submission_id)]
+        base = _summary(session, web, submission, board, jobs)
+        code = session.get(Code, submission.code_sha256) if show_code else None
+        return SubmissionOut(**base.model_dump(), jobs=jobs, code_visible=show_code,
+                             code=code.content if code is not None else None,
+                             events_url=web.url(f"/api/submissions/{submission_id}/events"))
+
+
+def list_submissions(app: Kernelcup, web: WebSettings, viewer: Viewer, *, user_id: int | None = None,
+                     leaderboard: str | None = None, limit: int = 20, offset: int = 0) -> list[SubmissionSummary]:
+    """Newest first; only on leaderboards the viewer may see (their own always)."""
+    with session_scope(app.engine) as session:
+        # Leaderboards are few: decide each one by the one rule, then filter submissions by id.
+        boards = [b.id for b in session.exec(select(Leaderboard))
+                  if may_see_board(b, user_id=viewer.user_id, role=viewer.role)]
+        seen: ColumnElement[bool] = col(Submission.leaderboard_id).in_(boards)
+        if viewer.user_id is not None:
+            seen = or_(seen, col(Submission.user_id) == viewer.user_id)
+        query = (select(Submission, Leaderboard)
+                 .join(Leaderboard, col(Leaderboard.id) == col(Submission.leaderboard_id))
+                 .where(seen, col(Submission.mode) != FINAL_MODE))  # final re-runs are not entries
+        if user_id is not None:
+            query = query.where(col(Submission.user_id) == user_id)
+        if leaderboard is not None:
+            query = query.where(col(Leaderboard.name) == leaderboard)
+        visible = session.exec(
+            query.order_by(col(Submission.id).desc()).offset(max(0, offset)).limit(max(1, min(limit, MAX_LIST)))
+        ).all()
+        out = []
+        for submission, board in visible:
+            assert submission.id is not None
+            jobs = [_job(session, job, board, False) for job in _jobs(session, submission.id)]
+            out.append(_summary(session, web, submission, board, jobs))
+        return out
+
+
+def user_detail(app: Kernelcup, web: WebSettings, viewer: Viewer, user_id: int, limit: int = 50) -> UserOut:
+    with session_scope(app.engine) as session:
+        user = session.get(User, user_id)
+        if user is None:
+            raise ApiError(404, f"There is no user #{user_id}.", "", "not_found")
+        name = user.display_name
+    return UserOut(id=user_id, name=name,
+                   submissions=list_submissions(app, web, viewer, user_id=user_id, limit=limit))
+
+
+def user_progress(app: Kernelcup, viewer: Viewer, user_id: int) -> dict[tuple[str, str], list[tuple[Any, float]]]:
+    """The user's passing ranked runs per (leaderboard, GPU), oldest first: their progress."""
+    with session_scope(app.engine) as session:
+        rows = session.exec(
+            select(Leaderboard, Run.gpu, Submission.created_at, Run.score)
+            .join(Run, col(Run.leaderboard_id) == col(Leaderboard.id))
+            .join(Submission, col(Submission.id) == col(Run.submission_id))
+            .where(col(Run.user_id) == user_id, col(Run.mode) == Mode.RANKED.value, col(Run.passed),
+                   col(Run.score).is_not(None))
+            .order_by(col(Submission.created_at))
+        ).all()
+        out: dict[tuple[str, str], list[tuple[Any, float]]] = {}
+        for board, gpu, at, score in rows:
+            if score is not None and may_see_board(board, user_id=viewer.user_id, role=viewer.role):
+                out.setdefault((board.name, gpu), []).append((as_utc(at), score))
+        return out
+
+
+def _jobs(session: Session, submission_id: int) -> list[Job]:
+    return list(session.exec(select(Job).where(Job.submission_id == submission_id).order_by(col(Job.id))).all())
+
+
+def _job(session: Session, job: Job, board: Leaderboard, with_logs: bool) -> JobOut:
+    event = job_event(session, job)
+    out = JobOut(job_id=event.job_id, gpu=job.gpu, status=job.status, phase=event.phase, done=event.done,
+                 total=event.total, queue_position=event.queue_position, finished=event.finished, error=event.error)
+    run = session.exec(select(Run).where(Run.job_id == job.id).order_by(col(Run.id).desc())).first()
+    if run is None:
+        return out
+    out.passed, out.score_s = run.passed, run.score
+    if run.passed and run.mode == Mode.RANKED.value and board.id is not None:
+        out.rank = rank_of(session, board.id, job.gpu, run.user_id)
+    try:
+        result = Result.from_json(run.result_json)
+    except (SpecError, json.JSONDecodeError):
+        out.verdict = "unreadable result"
+        return out
+    out.verdict = result.verdict
+    out.tests = [_case(c) for c in result.tests]
+    out.benchmarks = [_case(c) for c in result.benchmarks]
+    system = asdict(result.system)
+    out.system = {k: system[k] for k in _SYSTEM_SHOWN if system.get(k) not in (None, "")}
+    if with_logs:
+        logs = {"stdout": result.stdout, "stderr": result.stderr, "compile": result.compile_log, **result.files}
+        out.logs = {name: text for name, text in logs.items() if text.strip()}
+    return out
+
+
+def _case(case: CaseResult) -> CaseOut:
+    def seconds(ns: float | None) -> float | None:
+        return ns * 1e-9 if ns is not None else None
+
+    return CaseOut(case=case.case, passed=case.passed, message=case.message, runs=case.runs,
+                   median_s=seconds(case.median_ns), min_s=seconds(case.min_ns), ci_low_s=seconds(case.ci_low_ns),
+                   ci_high_s=seconds(case.ci_high_ns), gbps=case.gbps, tflops=case.tflops,
+                   percent_of_peak=case.percent_of_peak)
+
+
+def _summary(session: Session, web: WebSettings, submission: Submission, board: Leaderboard,
+             jobs: list[JobOut]) -> SubmissionSummary:
+    assert submission.id is not None
+    user = session.get(User, submission.user_id)
+    finished = bool(jobs) and all(j.finished for j in jobs)
+    passed = (all(j.passed for j in jobs) if finished else None) if jobs else None
+    return SubmissionSummary(
+        id=submission.id, leaderboard=board.name, user_id=submission.user_id,
+        user_name=user.display_name if user is not None else "?", mode=submission.mode, file_name=submission.file_name,
+        created_at=as_utc(submission.created_at), finished=finished, passed=passed,
+        outcome="; ".join(f"{j.gpu}: {outcome(j)}" for j in jobs), url=web.url(f"/submissions/{submission.id}"),
+    )
+
+
+def outcome(job: JobOut) -> str:
+    if job.passed is True:
+        return f"passed {format_seconds(job.score_s)}" if job.score_s is not None else "passed"
+    if job.passed is False:
+        return "failed"
+    if job.finished:
+        return job.status.replace("_", " ")
+    if job.phase == "queued" and job.queue_position is not None:
+        return f"queued, position {job.queue_position}"
+    return f"{job.phase} {job.done}/{job.total}" if job.total else job.phase

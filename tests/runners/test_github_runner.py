@@ -1,0 +1,200 @@
+"""The GitHub Actions runner against a local fake GitHub REST API (tests/runners/fake_github.py):
+dispatch, finding the run, following it, the result artifact, re-attach, cancel and failures."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import secrets
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from core.config import GpuConfig, Settings
+from core.runner import RunContext, RunnerError
+from core.timeouts import platform_timeout_s
+from harness.spec import GpuInfo, JobSpec, Mode, Progress, Result, Status, TaskConfig
+from runners.github import GitHubRunner
+from tests.harness.conftest import leaderboard_spec
+from tests.runners.fake_github import (
+    REPO,
+    TOKEN,
+    FakeGitHub,
+    Plan,
+    pack_spec,
+    signed_result,
+    unpack_spec,
+    workflow_step,
+)
+
+LABELS = ["self-hosted", "linux", "rtx4090"]
+IDENTITY = Path(__file__).resolve().parents[2] / "leaderboards" / "identity"
+
+
+@pytest.fixture
+async def github() -> AsyncIterator[tuple[FakeGitHub, str]]:
+    fake = FakeGitHub()
+    runner = web.AppRunner(fake.app())
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    yield fake, f"http://127.0.0.1:{port}"
+    await fake.close()
+    await runner.cleanup()
+
+
+def make_runner(api_url: str, token: str = TOKEN, **options: Any) -> GitHubRunner:
+    settings = Settings(
+        gpus={"RTX4090": GpuConfig("RTX4090", "github", options={"github_labels": LABELS})},
+        runners={"github": {"repo": REPO, "poll_s": 0.02, "start_timeout_s": 0.5, "startup_s": 120,
+                            "api_url": api_url, **options}},
+    )
+    return GitHubRunner(settings, env={"GITHUB_TOKEN": token})
+
+
+def spec(timeout_s: float = 60.0, files: dict[str, str] | None = None) -> JobSpec:
+    return JobSpec("7", Mode.TEST, TaskConfig(), files or {"submission.py": "x = 1"}, "submission.py", timeout_s,
+                   device="cuda", gpu=GpuInfo("RTX4090"), result_key=secrets.token_hex(32))
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.progress: list[Progress] = []
+        self.refs: list[str] = []
+
+    async def on_progress(self, event: Progress) -> None:
+        self.progress.append(event)
+
+    async def remember(self, ref: str) -> None:
+        self.refs.append(ref)
+
+    def context(self, limit_s: float = 30.0, ref: str | None = None) -> RunContext:
+        return RunContext(7, "RTX4090", limit_s, ref, self.remember)
+
+
+async def run(runner: GitHubRunner, job: JobSpec, recorder: Recorder, **context: Any) -> Result:
+    return await runner.run(job, recorder.context(**context), recorder.on_progress)
+
+
+async def test_a_job_is_dispatched_with_its_packed_spec_and_its_signed_result_returned(
+    github: tuple[FakeGitHub, str],
+) -> None:
+    fake, url = github
+    job, recorder = spec(), Recorder()
+    result = await run(make_runner(url), job, recorder)
+    assert (result.job_id, result.status) == ("7", Status.PASSED)
+    [dispatch] = fake.dispatches
+    inputs = dispatch["inputs"]
+    assert dispatch["ref"] == "main" and unpack_spec(inputs) == json.loads(job.to_json())
+    assert inputs["runs_on"] == '["self-hosted", "linux", "rtx4090"]'
+    assert inputs["kill_after_s"] == "75"  # the harness limit plus its exit time
+    assert inputs["timeout_minutes"] == str(math.ceil(platform_timeout_s(60, 120) / 60))
+    [run_id] = fake.runs
+    assert recorder.refs == [f"github:{inputs['kernelcup_id']}::{job.result_key}",
+                             f"github:{inputs['kernelcup_id']}:{run_id}:{job.result_key}"]
+
+
+async def test_progress_goes_from_queued_to_started(github: tuple[FakeGitHub, str]) -> None:
+    fake, url = github
+    fake.plan = Plan(start_after_s=0.1, run_s=0.1)
+    recorder = Recorder()
+    await run(make_runner(url), spec(), recorder)
+    assert recorder.progress == [Progress("queued"), Progress("compiling")]
+
+
+async def test_the_workflow_files_harness_step_runs_the_real_harness(github: tuple[FakeGitHub, str]) -> None:
+    fake, url = github
+    fake.plan = Plan(work=workflow_step)
+    source = (IDENTITY / "solutions" / "pytorch.py").read_text()
+    job = leaderboard_spec(IDENTITY, source, Mode.TEST, device="cpu", job_id="7")
+    result = await run(make_runner(url), job, Recorder(), limit_s=120)
+    assert (result.status, result.verdict) == (Status.PASSED, "all 5 tests passed")
+
+
+async def test_a_failed_run_without_a_result_is_a_clear_error(github: tuple[FakeGitHub, str]) -> None:
+    fake, url = github
+    fake.plan = Plan(conclusion="failure", artifact=False)
+    with pytest.raises(RunnerError, match=r"ended \(failure\) without a harness result \(https://github.com/"):
+        await run(make_runner(url), spec(), Recorder())
+
+
+async def test_a_run_no_machine_picks_up_is_cancelled_after_the_start_timeout(github: tuple[FakeGitHub, str]) -> None:
+    fake, url = github
+    fake.plan = Plan(never_starts=True)
+    message = r"no GitHub runner with labels \['self-hosted', 'linux', 'rtx4090'\] picked the job up within 0.5 s"
+    with pytest.raises(RunnerError, match=message) as error:
+        await run(make_runner(url), spec(), Recorder())
+    assert not error.value.timed_out
+    assert fake.cancelled == list(fake.runs)
+
+
+async def test_a_restarted_bot_re_attaches_to_its_run(github: tuple[FakeGitHub, str]) -> None:
+    fake, url = github
+    fake.plan = Plan(run_s=0.3)
+    recorder = Recorder()
+    first = asyncio.create_task(run(make_runner(url), spec(), recorder))
+    while len(recorder.refs) < 2:  # the run was found and remembered
+        await asyncio.sleep(0.01)
+    first.cancel()  # the bot dies
+    await asyncio.gather(first, return_exceptions=True)
+    result = await run(make_runner(url), spec(), Recorder(), ref=recorder.refs[-1])
+    assert result.passed and len(fake.dispatches) == 1 and fake.cancelled == []
+
+
+async def test_cancelling_a_job_cancels_its_run(github: tuple[FakeGitHub, str]) -> None:
+    fake, url = github
+    fake.plan = Plan(run_s=30)
+    runner, recorder = make_runner(url), Recorder()
+    task = asyncio.create_task(run(runner, spec(), recorder))
+    while len(recorder.refs) < 2:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    await runner.cancel(7)
+    assert fake.cancelled == list(fake.runs)
+
+
+async def test_a_run_past_the_runner_limit_is_cancelled_and_timed_out(github: tuple[FakeGitHub, str]) -> None:
+    fake, url = github
+    fake.plan = Plan(run_s=30)
+    with pytest.raises(RunnerError, match=r"did not finish within the runner limit of 0\.3 s") as error:
+        await run(make_runner(url), spec(), Recorder(), limit_s=0.3)
+    assert error.value.timed_out and fake.cancelled == list(fake.runs)
+
+
+async def test_a_bad_token_is_named(github: tuple[FakeGitHub, str]) -> None:
+    fake, url = github
+    with pytest.raises(RunnerError, match=r"GitHub refused GITHUB_TOKEN \(Bad credentials\)"):
+        await run(make_runner(url, token="ghp_wrong"), spec(), Recorder())
+    assert fake.dispatches == []
+
+
+async def test_a_result_signed_with_another_key_is_rejected(github: tuple[FakeGitHub, str]) -> None:
+    fake, url = github
+    forged = signed_result()
+
+    async def work(inputs: dict[str, str]) -> dict[str, str]:
+        other_key = {**unpack_spec(inputs), "result_key": secrets.token_hex(32)}
+        return await forged({**inputs, "spec": pack_spec(other_key)})
+
+    fake.plan = Plan(work=work)
+    with pytest.raises(RunnerError, match="bad MAC"):
+        await run(make_runner(url), spec(), Recorder())
+
+
+async def test_a_spec_too_large_for_a_dispatch_is_refused_before_dispatching(github: tuple[FakeGitHub, str]) -> None:
+    fake, url = github
+    noise = secrets.token_hex(60_000)  # does not compress
+    with pytest.raises(RunnerError, match="too large for a GitHub dispatch"):
+        await run(make_runner(url), spec(files={"submission.py": noise}), Recorder())
+    assert fake.dispatches == []
+
+
+def test_without_a_token_no_gpu_is_served_here() -> None:
+    assert make_runner("http://127.0.0.1:9", token="").gpus() == []
+    assert make_runner("http://127.0.0.1:9").gpus() == ["RTX4090"]

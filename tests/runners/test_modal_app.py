@@ -1,0 +1,99 @@
+"""The Modal app: defined without a token, one pinned function per GPU kind, timeouts from the one
+rule, and the function body running the real harness in-process (``.local()``) on the CPU."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.config import load_settings
+from core.runner import RunContext
+from core.timeouts import platform_timeout_s, runner_limit
+from harness.spec import Mode, Progress, Result, Status, parse_line
+from runners import modal_app
+from runners.modal import ModalRunner, deployment
+from tests.harness.conftest import leaderboard_spec
+from tests.runners.fake_modal import FakeModal, real_function
+
+ROOT = Path(__file__).resolve().parents[2]
+IDENTITY = ROOT / "leaderboards" / "identity"
+
+
+def identity_spec(solution: str = "pytorch.py", job_id: str = "7") -> str:
+    source = (IDENTITY / "solutions" / solution).read_text()
+    return leaderboard_spec(IDENTITY, source, Mode.TEST, device="cpu", job_id=job_id).to_json()
+
+
+def test_every_gpu_kind_has_a_function_pinned_to_its_exact_card() -> None:
+    pinned = {f.name: f.gpu for f in modal_app.FUNCTIONS}
+    assert pinned == {
+        "run_t4": "T4", "run_l4": "L4", "run_a10g": "A10", "run_l40s": "L40S", "run_a100_40gb": "A100-40GB",
+        "run_a100_80gb": "A100-80GB", "run_h100": "H100!", "run_h200": "H200", "run_b200": "B200",
+    }
+    assert set(modal_app.GPU_FUNCTIONS) == set(pinned)
+
+
+def test_the_function_timeout_outlasts_the_longest_harness_limit_plus_start_up() -> None:
+    settings = load_settings(env={})
+    options = settings.runners["modal"]
+    longest, startup = float(options["max_harness_s"]), float(options["startup_s"])
+    for function in modal_app.FUNCTIONS:
+        assert function.timeout_s == platform_timeout_s(longest, startup)
+        assert function.timeout_s > longest + startup
+    # and the bot waits longer still: the runner limit adds the wait for a free GPU
+    assert runner_limit(longest, settings.runner_grace_s("modal")) > modal_app.FUNCTIONS[0].timeout_s - startup
+
+
+def test_a_gpu_kind_is_one_config_entry(tmp_path: Path) -> None:
+    config = (ROOT / "config" / "kernelcup.yml").read_text().replace(
+        "gpus:\n", "gpus:\n  RTX-PRO-6000: {runner: modal, modal_gpu: RTX-PRO-6000}\n", 1
+    )
+    (tmp_path / "kernelcup.yml").write_text(config)
+    table = deployment(load_settings(tmp_path / "kernelcup.yml", env={}))["functions"]
+    assert ("run_rtx_pro_6000", "RTX-PRO-6000") in [(f["name"], f["gpu"]) for f in table]
+
+
+def test_the_function_body_runs_the_real_harness_and_returns_its_signed_lines() -> None:
+    spec = identity_spec()
+    key = json.loads(spec)["result_key"]
+    output = modal_app.GPU_FUNCTIONS["run_h100"].local(spec, 120.0)
+    events = [parse_line(line, key) for line in output["lines"]]
+    result = events[-1]
+    assert isinstance(result, Result), output["stderr"]
+    assert (result.job_id, result.status, result.verdict) == ("7", Status.PASSED, "all 5 tests passed")
+    assert Progress("testing", 5, 5) in events
+
+
+async def test_the_runner_gets_a_failing_verdict_through_the_real_function_body() -> None:
+    modal_side = FakeModal(real_function("run_a10g"), functions=("run_a10g",))
+    settings = load_settings(env={})
+    runner = ModalRunner(settings, client=modal_side)
+    spec = leaderboard_spec(IDENTITY, (IDENTITY / "solutions" / "wrong_offbyone.py").read_text(), Mode.TEST,
+                            device="cpu", job_id="8")
+    seen: list[Progress] = []
+
+    async def on_progress(event: Progress) -> None:
+        seen.append(event)
+
+    result = await runner.run(spec, RunContext(8, "A10G", 240.0), on_progress)
+    assert (result.job_id, result.status) == ("8", Status.FAILED)
+    assert seen[0] == Progress("queued")
+
+
+def test_a_hanging_harness_is_killed_at_the_remote_limit() -> None:
+    hang = [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"]
+    output = modal_app.run_harness("{}", 0.5, command=hang)
+    assert output["returncode"] == -9 and output["lines"] == ["started"]
+
+
+def test_the_harness_gets_none_of_the_bots_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = secrets.token_hex(8)
+    monkeypatch.setenv("DISCORD_TOKEN", secret)
+    monkeypatch.setenv("KERNELCUP_DATABASE_URL", f"postgresql://u:{secret}@db/x")
+    dump = [sys.executable, "-c", "import os; print(repr(dict(os.environ)))"]
+    output = modal_app.run_harness("{}", 10.0, command=dump)
+    assert output["returncode"] == 0 and secret not in output["lines"][0]
