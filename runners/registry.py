@@ -8,7 +8,7 @@ GPU of this machine. A GPU no runner here serves is left to another process shar
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -23,10 +23,14 @@ GROUP = "kernelcup.runners"
 RunnerFactory = Callable[[Settings], Any]
 
 
-def runner_classes() -> dict[str, RunnerFactory]:
-    """Runner names to their classes; one that fails to import is skipped with a warning."""
+def runner_classes(names: Iterable[str] | None = None) -> dict[str, RunnerFactory]:
+    """Runner names to their classes (only ``names`` when given: importing a runner can cost
+    seconds, e.g. a platform SDK); one that fails to import is skipped with a warning."""
+    wanted = None if names is None else set(names)
     found: dict[str, RunnerFactory] = {}
     for entry in entry_points(group=GROUP):
+        if wanted is not None and entry.name not in wanted:
+            continue
         try:
             found[entry.name] = entry.load()
         except Exception as exc:  # e.g. modal's SDK not installed in this process
@@ -38,9 +42,10 @@ def load_runners(
     settings: Settings, classes: Mapping[str, RunnerFactory] | None = None
 ) -> dict[str, Runner]:
     """Runner name -> runner, for each runner the GPU registry names (built once each)."""
-    classes = runner_classes() if classes is None else classes
+    names = list(dict.fromkeys(gpu.runner for gpu in settings.gpus.values()))
+    classes = runner_classes(names) if classes is None else classes
     built: dict[str, Runner] = {}
-    for name in dict.fromkeys(gpu.runner for gpu in settings.gpus.values()):
+    for name in names:
         factory = classes.get(name)
         if factory is None:
             log.warning("no runner of this name is installed", runner=name)

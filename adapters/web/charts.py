@@ -13,8 +13,8 @@ from markupsafe import Markup, escape
 from core.report import format_seconds
 
 PALETTE = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2")
-WIDTH, HEIGHT = 640, 260
-LEFT, RIGHT, TOP, BOTTOM = 64, 16, 16, 32
+WIDTH, HEIGHT = 560, 240
+LEFT, RIGHT, TOP, BOTTOM = 72, 12, 12, 30
 
 
 @dataclass(frozen=True)

@@ -79,10 +79,8 @@ async def finish(app: Kernelcup, submission_id: int) -> list[str]:
     return [event.phase async for event in app.follow(submission_id)]
 
 
-@pytest.fixture
-def core_engine(tmp_path: Path) -> Engine:
-    from core.db import make_engine, upgrade
 
-    engine = make_engine(f"sqlite:///{tmp_path}/kernelcup.db")
-    upgrade(engine)
+@pytest.fixture
+def core_engine(engine: Engine) -> Engine:
+    """Every core test runs on SQLite and on PostgreSQL (tests/conftest.py)."""
     return engine

@@ -1,6 +1,6 @@
 """A bot process SIGKILLed mid-job: the next one finishes the job or fails it clearly.
 
-Real processes on a real database (SQLite file and PostgreSQL, through ``database_url``)."""
+Real processes on one SQLite file, as the bot runs by default."""
 
 from __future__ import annotations
 
@@ -21,7 +21,12 @@ from core.models import JobStatus, Run
 
 from .support import job, seed_leaderboard, submit
 
-pytestmark = pytest.mark.timeout(60)
+# SQLite only: the recovery logic is the same on PostgreSQL (test_queue runs it there in-process)
+# and each bot process costs a second or two to start.
+pytestmark = [
+    pytest.mark.timeout(60),
+    pytest.mark.parametrize("database_url", ["sqlite"], indirect=True),
+]
 WORKER = Path(__file__).with_name("worker_process.py")
 ROOT = Path(__file__).resolve().parents[2]
 
