@@ -30,6 +30,7 @@ class BoardState:
     id: int
     name: str
     deadline: datetime
+    created_at: datetime
     public: bool
     gpus: tuple[str, ...]
     opened_announced: bool
@@ -57,6 +58,7 @@ def board_states(session: Session, board_id: int | None = None) -> list[BoardSta
                 id=board.id,
                 name=board.name,
                 deadline=deadline,
+                created_at=as_utc(board.created_at),
                 public=board.visibility == "public",
                 gpus=tuple(leaderboard_gpus(session, board.id)),
                 opened_announced=board.opened_announced_at is not None,

@@ -158,8 +158,9 @@ def plan(state: BoardState, config: ScheduleConfig, now: datetime) -> dict[str, 
             jobs[prefix + "opened"] = Planned(OPENED, now, (state.id,), config.misfire_grace)
         for before in config.reminders:
             due, before_s = state.deadline - before, int(before.total_seconds())
-            if before_s in state.reminders_sent or due + config.reminder_grace < now:
-                continue  # sent, or long past: skipped, never sent late
+            if before_s in state.reminders_sent or due + config.reminder_grace < now or due <= state.created_at:
+                continue  # sent; long past (never sent late); or due before the board opened (its
+                # "opened" announcement already gave the deadline)
             jobs[f"{prefix}remind:{before_s}"] = Planned(REMIND, max(due, now), (state.id, before_s),
                                                          config.reminder_grace)
     elif now - state.deadline <= config.misfire_grace:

@@ -20,6 +20,8 @@ import yaml
 from harness.spec import GpuInfo, JobSpec, Mode, Progress, Result, TaskConfig, parse_line
 
 REPO = Path(__file__).resolve().parents[2]
+# The GPU script reruns these tests with KERNELCUP_TEST_DEVICE=cuda; CI runs them on the CPU.
+DEVICE = os.environ.get("KERNELCUP_TEST_DEVICE", "cpu")
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 LEADERBOARDS = FIXTURES / "leaderboards"
 SUBMISSIONS = FIXTURES / "submissions"
@@ -71,7 +73,7 @@ def leaderboard_spec(
         files=files,
         submission_name=submission_name,
         timeout_s=float(timeout_s if timeout_s is not None else timeouts[mode]),
-        device=device or os.environ.get("KERNELCUP_TEST_DEVICE", "cpu"),
+        device=device or DEVICE,
         gpu=gpu or GpuInfo(),
         secret_seed=secret_seed if mode is Mode.RANKED else None,
         result_key=secrets.token_hex(32),

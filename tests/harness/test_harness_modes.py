@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import LEADERBOARDS, HarnessRun, leaderboard_spec, run_many, submission
+from conftest import DEVICE, LEADERBOARDS, HarnessRun, leaderboard_spec, run_many, submission
 
 from harness import benchmark, scoring
 from harness.spec import CaseResult, GpuInfo, Mode, Status
@@ -54,7 +54,7 @@ def test_benchmark_mode_reports_progress_and_system_info(runs: dict[str, Harness
     phases = [(p.phase, p.done, p.total) for p in run.progress]
     assert ("testing", 3, 3) in phases and ("benchmarking", 2, 2) in phases
     system = run.outcome().system
-    assert system.device == "cpu" and system.torch and system.python and system.isolation
+    assert system.device == DEVICE and system.torch and system.python and system.isolation
 
 
 def test_ranked_runs_test_with_derived_seeds_never_the_public_ones(runs: dict[str, HarnessRun]) -> None:
@@ -82,11 +82,13 @@ def test_a_crash_in_a_benchmark_names_it(runs: dict[str, HarnessRun]) -> None:
     assert "benchmark 2 of 2" in result.verdict and "fails on large inputs" in result.verdict
 
 
-def test_profile_mode_without_a_gpu_keeps_a_torch_profiler_table(runs: dict[str, HarnessRun]) -> None:
+def test_profile_mode_keeps_a_report_per_case(runs: dict[str, HarnessRun]) -> None:
     result = runs["profile"].outcome()
     assert result.status is Status.PASSED, result.verdict
-    assert "torch.profiler" in result.verdict
-    assert "aten::" in result.files["profile_0.txt"]
+    if "torch.profiler" in result.verdict:  # no GPU, or no ncu
+        assert "aten::" in result.files["profile_0.txt"]
+    else:
+        assert "Nsight Compute" in result.verdict and "ncu_0.txt" in result.files
 
 
 class _Work:

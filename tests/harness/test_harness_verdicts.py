@@ -6,7 +6,7 @@ The runs are started together (a module fixture) and each test then states one b
 from __future__ import annotations
 
 import pytest
-from conftest import LEADERBOARDS, HarnessRun, leaderboard_spec, run_many, submission
+from conftest import DEVICE, LEADERBOARDS, HarnessRun, leaderboard_spec, run_many, submission
 
 from harness.spec import Status
 
@@ -201,6 +201,7 @@ def test_an_older_string_returning_check_fails_with_its_message(
     assert "mismatch found" in result.verdict
 
 
+@pytest.mark.skipif(DEVICE != "cpu", reason="on a GPU this problem simply runs")
 def test_a_problem_that_hard_codes_cuda_is_a_clear_error_on_the_cpu(
     runs: dict[str, HarnessRun],
 ) -> None:

@@ -140,6 +140,7 @@ async def test_a_backlog_on_one_gpu_kind_leaves_the_other_kinds_slots_free(
     [t4_job] = submit(engine, gpus=("T4",), runner="modal")
     pipe = pipeline(engine, modal_side, concurrency={"default": 1})
     await pipe.start()
+    await wait_for_status(engine, h100_jobs[0], JobStatus.RUNNING)
     await wait_for_status(engine, t4_job, JobStatus.SUCCEEDED)
     statuses = [job(engine, job_id).status for job_id in h100_jobs]
     await pipe.stop(drain_s=0)

@@ -20,7 +20,8 @@ CONFIG = ScheduleConfig()
 
 
 def board(deadline: datetime, **state: object) -> BoardState:
-    values: dict[str, object] = dict(id=7, name="cup", deadline=deadline, public=True, gpus=("cpu",),
+    values: dict[str, object] = dict(id=7, name="cup", deadline=deadline, created_at=NOW - timedelta(days=30),
+                                     public=True, gpus=("cpu",),
                                      opened_announced=True, closed=False, final_queued=False, final_done=False,
                                      reminders_sent=frozenset())
     values.update(state)
@@ -76,6 +77,11 @@ def test_sent_and_long_past_reminders_are_not_planned() -> None:
     assert "leaderboard:7:remind:86400" not in plan(sent, CONFIG, NOW)
     late = board(NOW + timedelta(minutes=50))
     assert plan(late, CONFIG, NOW)["leaderboard:7:remind:3600"].run_at == NOW  # 10 min late: still sent
+
+
+def test_a_reminder_due_before_the_board_opened_is_not_planned() -> None:
+    created_now = board(NOW + timedelta(minutes=50), created_at=NOW)  # its opening says "closes in 50 minutes"
+    assert "leaderboard:7:remind:3600" not in plan(created_now, CONFIG, NOW)
 
 
 def test_a_missed_deadline_closes_now_inside_the_grace_and_not_after() -> None:

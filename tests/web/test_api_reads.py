@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 from sqlmodel import select
 
 from core.app import Kernelcup
@@ -67,7 +68,8 @@ async def test_rankings_come_per_gpu_with_throughput_from_the_entry_run(
     rankings = {r["gpu"]: r["entries"] for r in (await client.get("/api/leaderboards/identity/rankings")).json()}
     assert [(e["rank"], e["user_name"], e["score_s"]) for e in rankings["cpu"]] == [(1, "bob", 0.001), (2, "alice", 0.002)]
     assert [e["user_name"] for e in rankings["H100"]] == ["bob"]
-    assert rankings["cpu"][0]["gbps"] == 2000.0 and rankings["cpu"][0]["percent_of_peak"] == 50.0
+    assert rankings["cpu"][0]["gbps"] == pytest.approx(2000.0)
+    assert rankings["cpu"][0]["percent_of_peak"] == pytest.approx(50.0)
 
 
 async def test_rankings_of_one_gpu_and_an_unknown_gpu(client: httpx.AsyncClient, kc: Kernelcup, tokens: Tokens) -> None:

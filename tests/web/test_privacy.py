@@ -1,0 +1,155 @@
+"""No endpoint ever returns a secret seed or someone else's private code; code and logs are the
+author's and the admins' until the deadline, then everyone's if the leaderboard allows."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+import httpx
+import pytest
+from sqlmodel import select
+
+from adapters.web.app import create_app
+from adapters.web.auth import COOKIE
+from adapters.web.settings import WebSettings
+from core.app import Kernelcup
+from core.commands.registry import Kind, commands
+from core.db import session_scope
+from core.models import Leaderboard
+from tests.web.conftest import ALICE, Clock, Tokens, bearer, finish, solution, submit
+
+MARKER = b"# ALICE-PRIVATE-MARKER-93c1\n"
+HOSTNAME = "runner-host-7"  # what ScriptedRunner reports as the runner machine
+
+
+@pytest.fixture
+async def alice_submission(client: httpx.AsyncClient, kc: Kernelcup, tokens: Tokens) -> int:
+    response = await submit(client, tokens.alice, solution() + MARKER + b"# score: 0.002\n", mode="ranked")
+    submission_id: int = response.json()["submission_id"]
+    await finish(kc, submission_id)
+    return submission_id
+
+
+def seeds(kc: Kernelcup) -> list[str]:
+    with session_scope(kc.engine) as session:
+        return [str(seed) for seed in session.exec(select(Leaderboard.secret_seed)).all()]
+
+
+def args_for(kind: Kind, many: bool, choices: tuple[str, ...], submission_id: int) -> Any:
+    value: Any = {
+        Kind.INT: submission_id, Kind.LEADERBOARD: "identity", Kind.USER: ALICE.identity, Kind.GPU: "cpu",
+        Kind.WHEN: "+1d", Kind.FLAG: True, Kind.TEXT: "identity",
+    }.get(kind, choices[0] if choices else None)
+    return [value] if many and value is not None else value
+
+
+def calls(paths: dict[str, Any], submission_id: int, user_id: int) -> list[tuple[str, str, dict[str, Any]]]:
+    """One plausible request per operation of the OpenAPI schema, aimed at Alice's things."""
+    by_name = {f"/api/commands/{c.name}": c for c in commands()}
+    out = []
+    for path, operations in paths.items():
+        url = path.format(name="identity", submission_id=submission_id, user_id=user_id)
+        for method in operations:
+            kwargs: dict[str, Any] = {}
+            if path in by_name:
+                cmd = by_name[path]
+                body = {p.name: args_for(p.kind, p.many, p.choices, submission_id) for p in cmd.params
+                        if p.kind not in (Kind.FILE, Kind.FOLDER)}
+                if cmd.name == "submit":
+                    body["attachments"] = [{"name": "mine.py", "text": solution().decode()}]
+                kwargs["json"] = body
+            elif path == "/api/submissions" and method == "post":
+                kwargs = {"data": {"mode": "test", "gpu": ["cpu"]}, "files": {"file": ("mine.py", solution())}}
+            elif path.endswith("/history"):
+                kwargs["params"] = {"gpu": "cpu"}
+            out.append((method.upper(), url, kwargs))
+    return out
+
+
+async def test_no_endpoint_or_page_leaks_a_seed_or_alices_code(
+    client: httpx.AsyncClient, kc: Kernelcup, tokens: Tokens, alice_submission: int
+) -> None:
+    alice_id = (await client.get("/api/me", headers=bearer(tokens.alice))).json()["user_id"]
+    paths = (await client.get("/openapi.json")).json()["paths"]
+    requests = calls(paths, alice_submission, alice_id)
+    pages = ["/", "/leaderboards/identity", f"/submissions/{alice_submission}", f"/users/{alice_id}", "/signin"]
+    requests += [("GET", page, {}) for page in pages]
+    secrets = [*seeds(kc), MARKER.decode().strip(), HOSTNAME]
+    answered = 0
+    for method, url, kwargs in requests:
+        for auth in ({}, bearer(tokens.bob), {"Cookie": f"{COOKIE}={tokens.bob}"}):
+            response = await client.request(method, url, headers=auth, **kwargs)
+            answered += response.status_code < 400
+            for secret in secrets:
+                assert secret not in response.text, (method, url, auth, secret)
+    assert answered > 40  # most requests got a real answer, so the walk proves something
+    own = await client.get(f"/api/submissions/{alice_submission}", headers=bearer(tokens.alice))
+    assert MARKER.decode().strip() in own.text  # ...and the marker is there for the author
+
+
+async def test_others_see_verdict_and_timings_but_not_code_or_logs(
+    client: httpx.AsyncClient, tokens: Tokens, alice_submission: int
+) -> None:
+    seen = (await client.get(f"/api/submissions/{alice_submission}", headers=bearer(tokens.bob))).json()
+    assert seen["passed"] is True and seen["jobs"][0]["benchmarks"]
+    assert (seen["code_visible"], seen["code"], seen["jobs"][0]["logs"]) == (False, None, None)
+    report = await client.get(f"/api/submissions/{alice_submission}/report", headers=bearer(tokens.bob))
+    assert report.status_code == 403
+
+
+@pytest.mark.parametrize("who", ["alice", "admin"])
+async def test_the_author_and_admins_see_code_and_logs_before_the_deadline(
+    client: httpx.AsyncClient, tokens: Tokens, alice_submission: int, who: str
+) -> None:
+    seen = (await client.get(f"/api/submissions/{alice_submission}", headers=bearer(getattr(tokens, who)))).json()
+    assert seen["code_visible"] is True and MARKER.decode() in seen["code"]
+    assert seen["jobs"][0]["logs"] == {"stdout": "printed by the kernel\n"}
+
+
+async def test_after_the_deadline_everyone_sees_the_code(
+    client: httpx.AsyncClient, clock: Clock, alice_submission: int
+) -> None:
+    clock.now += timedelta(days=400)
+    seen = (await client.get(f"/api/submissions/{alice_submission}")).json()
+    assert seen["code_visible"] is True and MARKER.decode() in seen["code"]
+
+
+async def test_a_leaderboard_can_keep_its_code_private_after_the_deadline(
+    client: httpx.AsyncClient, kc: Kernelcup, clock: Clock, alice_submission: int
+) -> None:
+    with session_scope(kc.engine) as session:
+        board = session.exec(select(Leaderboard).where(Leaderboard.name == "identity")).one()
+        board.task_json = json.dumps({**json.loads(board.task_json), "code_public_after_deadline": False})
+        session.add(board)
+    clock.now += timedelta(days=400)
+    seen = (await client.get(f"/api/submissions/{alice_submission}")).json()
+    assert seen["code_visible"] is False and seen["code"] is None
+
+
+@pytest.fixture
+async def strict_client(kc: Kernelcup) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(kc, WebSettings(code_public_after_deadline=False))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://kernelcup.test") as http:
+        yield http
+
+
+async def test_the_web_config_can_keep_code_private_after_the_deadline(
+    strict_client: httpx.AsyncClient, clock: Clock, alice_submission: int
+) -> None:
+    clock.now += timedelta(days=400)
+    seen = (await strict_client.get(f"/api/submissions/{alice_submission}")).json()
+    assert seen["code_visible"] is False
+
+
+async def test_a_submission_on_a_hidden_leaderboard_is_unknown_to_others(
+    client: httpx.AsyncClient, kc: Kernelcup, tokens: Tokens, alice_submission: int
+) -> None:
+    with session_scope(kc.engine) as session:
+        board = session.exec(select(Leaderboard).where(Leaderboard.name == "identity")).one()
+        board.visibility = "hidden"
+        session.add(board)
+    assert (await client.get(f"/api/submissions/{alice_submission}", headers=bearer(tokens.bob))).status_code == 404
+    assert (await client.get(f"/api/submissions/{alice_submission}", headers=bearer(tokens.alice))).status_code == 200
