@@ -25,6 +25,7 @@ from core.messages import Problem, Reply, Request
 from core.models import Leaderboard, Run, utcnow
 from core.notices import new_leader_announcement
 from core.permissions import allows, role_of
+from core.plugins import runners_by_gpu
 from core.ranking import RankChange
 from core.report import submission_reply
 from core.runner import Runner
@@ -63,12 +64,7 @@ class Kernelcup:
         return set(self._runner_by_gpu())
 
     def _runner_by_gpu(self) -> dict[str, Runner]:
-        return {
-            gpu: runner
-            for name, runner in self.runners.items()
-            for gpu in runner.gpus()
-            if gpu in self.settings.gpus and self.settings.gpus[gpu].runner == name
-        }
+        return runners_by_gpu(self.settings, self.runners)
 
     async def start(self) -> None:
         """Ready to serve: the shipped leaderboards on a fresh install, the workers, the schedule."""

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+import structlog
 
 from core.config import Settings
 from core.runner import Runner
@@ -15,6 +17,7 @@ if TYPE_CHECKING:
 
 ADAPTERS = "kernelcup.adapters"
 RUNNERS = "kernelcup.runners"
+log = structlog.get_logger("kernelcup.plugins")
 
 
 class Adapter(Protocol):
@@ -43,24 +46,43 @@ class RunnerFactory(Protocol):
     def __call__(self, settings: Settings) -> Runner: ...
 
 
-def load_runners(settings: Settings) -> dict[str, Runner]:
-    """One runner object per runner name that the GPU registry uses."""
-    wanted = {gpu.runner for gpu in settings.gpus.values()}
-    found: dict[str, Any] = {ep.name: ep for ep in entry_points(group=RUNNERS)}
-    missing = wanted - found.keys()
-    if missing:
-        raise RuntimeError(
-            f"the GPU registry names runner(s) {', '.join(sorted(missing))}, which no installed "
-            f"package provides (entry point group {RUNNERS})"
-        )
-    runners: dict[str, Runner] = {}
-    for name in sorted(wanted):
-        factory: RunnerFactory = found[name].load()
+def runner_classes(wanted: list[str] | None = None) -> dict[str, RunnerFactory]:
+    """Runner names to their classes; one that fails to import (its SDK missing) is skipped."""
+    found: dict[str, RunnerFactory] = {}
+    for entry in entry_points(group=RUNNERS):
+        if wanted is not None and entry.name not in wanted:
+            continue
+        try:
+            found[entry.name] = entry.load()
+        except Exception as exc:
+            log.warning("runner not loadable", runner=entry.name, error=repr(exc))
+    return found
+
+
+def load_runners(settings: Settings, classes: Mapping[str, RunnerFactory] | None = None) -> dict[str, Runner]:
+    """Runner name -> runner, for each runner the GPU registry names (built once each)."""
+    names = list(dict.fromkeys(gpu.runner for gpu in settings.gpus.values()))
+    classes = runner_classes(names) if classes is None else classes
+    built: dict[str, Runner] = {}
+    for name in names:
+        factory = classes.get(name)
+        if factory is None:
+            log.warning("no runner of this name is installed", runner=name)
+            continue
         runner = factory(settings)
         if not isinstance(runner, Runner):
-            raise TypeError(f"runner {name} ({factory!r}) does not implement core.runner.Runner")
-        runners[name] = runner
-    return runners
+            raise TypeError(f"{factory!r} does not implement core.runner.Runner")
+        built[name] = runner
+    return built
+
+
+def runners_by_gpu(settings: Settings, runners: Mapping[str, Runner]) -> dict[str, Runner]:
+    """GPU name -> the runner the registry names for it, where that runner serves it here."""
+    return {
+        gpu: runners[config.runner]
+        for gpu, config in settings.gpus.items()
+        if config.runner in runners and gpu in runners[config.runner].gpus()
+    }
 
 
 def load_adapters() -> dict[str, AdapterFactory]:

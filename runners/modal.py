@@ -36,6 +36,7 @@ DEFAULTS: dict[str, Any] = {
     "poll_s": 5.0,  # each wait for the result long-polls this long, then progress is read
     "startup_s": 300.0,  # container start, counted inside Modal's function timeout
     "max_harness_s": 900.0,  # the longest harness limit the deployed functions accept
+    "scaledown_s": 60,  # an idle container waits this long for the next job (billed while it waits)
 }
 _EXPIRED = object()
 def runner_options(settings: Settings) -> dict[str, Any]:
@@ -59,6 +60,7 @@ def deployment(settings: Settings) -> dict[str, Any]:
             "gpu": str(gpu.options["modal_gpu"]),
             "timeout_s": timeout,
             "max_containers": settings.runner_concurrency("modal", name),
+            "scaledown_s": int(options["scaledown_s"]),
         }
         for name, gpu in settings.gpus.items()
         if gpu.options.get("modal_gpu")

@@ -54,6 +54,7 @@ class GpuFunction:
     gpu: str  # Modal's GPU string, e.g. "H100!" (the "!" forbids an upgrade to another card)
     timeout_s: int  # Modal's own limit, from core.timeouts.platform_timeout_s
     max_containers: int | None = None
+    scaledown_s: int = 60
 
 
 def run_harness(
@@ -169,6 +170,7 @@ GPU_FUNCTIONS: dict[str, modal.Function[..., Any, Any]] = {
         timeout=spec.timeout_s,
         retries=0,  # a crashed run is reported, never silently repeated (a ranked run twice)
         max_containers=spec.max_containers,
+        scaledown_window=spec.scaledown_s,
         name=spec.name,
         serialized=False,
     )(run_job)

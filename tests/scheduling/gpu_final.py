@@ -3,6 +3,7 @@
 Not a pytest module (CI has no GPU). From the repository root of a machine with CUDA:
 
     python tests/scheduling/gpu_final.py [--rounds 3] [--small] [--out results.md]
+                                         [--probe SECONDS] [--harness-user USER]
 
 It starts a kernelcup (SQLite in a temporary folder, the local runner on the GPU it detects,
 the scheduler on), creates an ``identity`` leaderboard, submits four ranked entries: the PyTorch
@@ -10,6 +11,9 @@ copy twice under two names (the same kernel: they should tie), the Triton copy, 
 reads and writes twice (clearly slower), then closes the leaderboard with ``set-deadline +0m``
 and waits for the final standings. It prints them with each entry's per-round scores and the
 order the re-runs ran in. ``--small`` uses tiny inputs, to try the script on a CPU.
+``--probe`` only runs one ``test`` submission and shows its report (exit 1 if it did not end in
+time); ``--harness-user`` hands KERNELCUP_HARNESS_USER to the harness (the local runner passes
+the harness no environment of ours otherwise).
 """
 
 from __future__ import annotations
@@ -82,7 +86,25 @@ async def ask(app: Kernelcup, command: str, actor: Actor, files: dict[str, bytes
     return reply
 
 
-async def main(rounds: int, small: bool, out: Path | None) -> int:
+async def probe(app: Kernelcup, admin: Actor, gpu: str, wait_s: float) -> int:
+    code = (ROOT / "leaderboards/identity/solutions/pytorch.py").read_bytes()
+    reply = await ask(app, "submit", admin, {"k.py": code}, mode="test", leaderboard="cup", gpu=[gpu])
+    assert reply.submission_id is not None
+
+    async def follow() -> None:
+        async for event in app.follow(reply.submission_id or 0):
+            print(f"  {event.phase} {event.done}/{event.total}", flush=True)
+
+    try:
+        await asyncio.wait_for(follow(), wait_s)
+    except TimeoutError:
+        print(f"probe: the test run did not end within {wait_s:g} s", flush=True)
+        return 1
+    print((await app.submission_report(reply.submission_id)).text(), flush=True)
+    return 0
+
+
+async def main(rounds: int, small: bool, out: Path | None, probe_s: float | None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="kernelcup-gpu-final-"))
     base = load_settings(env={})
     (tmp / "none").mkdir()
@@ -102,6 +124,8 @@ async def main(rounds: int, small: bool, out: Path | None) -> int:
         folder = tiny_identity(tmp / "boards") if small else ROOT / "leaderboards/identity"
         admin = Actor("console:admin", "admin")
         await ask(app, "create", admin, folder=str(folder), name="cup", deadline="+1d", gpu=[gpu])
+        if probe_s is not None:
+            return await probe(app, admin, gpu, probe_s)
         solutions = ROOT / "leaderboards/identity/solutions"
         pytorch = (solutions / "pytorch.py").read_bytes()
         entries = [("alice", pytorch), ("bob", pytorch + b"\n# bob's copy of the same kernel\n"), ("dave", SLOWER)]
@@ -155,5 +179,13 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--small", action="store_true", help="tiny inputs, to try it on a CPU")
     parser.add_argument("--out", type=Path, help="also write the report (markdown) here")
+    parser.add_argument("--probe", type=float, metavar="SECONDS", help="only one test run, waited for this long")
+    parser.add_argument("--harness-user", help="KERNELCUP_HARNESS_USER for the harness, e.g. none")
     options = parser.parse_args()
-    sys.exit(asyncio.run(main(options.rounds, options.small, options.out)))
+    if options.harness_user is not None:
+        import runners.local
+
+        plain_env = runners.local.harness_env
+        runners.local.harness_env = lambda environ=None: {**plain_env(environ),  # type: ignore[misc]
+                                                          "KERNELCUP_HARNESS_USER": options.harness_user}
+    sys.exit(asyncio.run(main(options.rounds, options.small, options.out, options.probe)))
