@@ -19,7 +19,7 @@ import platform
 import random
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -48,7 +48,7 @@ class Fleet:
     durations: dict[str, float]  # job id -> seconds
     running: Counter[str] = field(default_factory=Counter)
     most: Counter[str] = field(default_factory=Counter)
-    work: Counter[str] = field(default_factory=Counter)
+    work: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
 
     async def remote(self, spec_json: str, kill_after_s: float, report: Report) -> dict[str, Any]:
         spec = json.loads(spec_json)
@@ -114,7 +114,7 @@ async def measure(engine: Engine, submissions: int, concurrency: int, low: float
     with Session(engine) as session:
         succeeded = session.exec(select(func.count()).select_from(Job).where(Job.status == JobStatus.SUCCEEDED)).one()
     work = sum(fleet.durations.values())
-    per_kind: Counter[str] = Counter()
+    per_kind: defaultdict[str, float] = defaultdict(float)
     for index, job_id in enumerate(job_ids):
         per_kind[kinds[index % len(kinds)]] += fleet.durations[str(job_id)]
     return Measurement(submissions, concurrency, wall, work, work / (concurrency * len(KINDS)),

@@ -40,6 +40,8 @@ HIDDEN_FRACTION = 0.05
 CLOCK_SLACK_NS = 100_000.0  # tolerated excess of unexplained time per call...
 CLOCK_SLACK_FRACTION = 0.25  # ...or this fraction of the call's wall time
 FLOOR_TOLERANCE = 0.9  # vendor peaks are nominal: allow 10% above them before failing
+# ``peak_tflops`` is the dense fp16/bf16 peak; fp8 or 2:4 sparsity can double it.
+COMPUTE_HEADROOM = 2.0
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,8 @@ def time_case(
         ci_low_ns=summary.ci_low,
         ci_high_ns=summary.ci_high,
     )
-    _roofline(result, problem, case, gpu, session.device, label)
+    l2_bytes = session.info.get("l2_bytes", 0)
+    _roofline(result, problem, case, gpu, session.device, label, int(l2_bytes) if isinstance(l2_bytes, int) else 0)
     return CaseTiming(result, summary.median * 1e-9)
 
 
@@ -182,7 +185,15 @@ def _check_clock(readings: list[Timed], baseline: list[Timed], label: str) -> No
         raise RunEnded(Status.FAILED, f"{label}: GPU times longer than the host saw (timer tampering?)")
 
 
-def _roofline(result: CaseResult, problem: Problem, case: Case, gpu: GpuInfo, device: str, label: str) -> None:
+def _roofline(
+    result: CaseResult, problem: Problem, case: Case, gpu: GpuInfo, device: str, label: str, l2_bytes: int = 0
+) -> None:
+    """TFLOP/s, GB/s and % of peak; fail a median below the physical floor.
+
+    The floor is one no honest kernel can beat: inputs come from DRAM (L2 was flushed), but up
+    to ``l2_bytes`` of writes may still sit in L2 when the end event fires, and compute may run
+    at ``COMPUTE_HEADROOM`` times the dense peak.
+    """
     flops, nbytes = problem.work(case)
     median_s = (result.median_ns or 0.0) * 1e-9
     if median_s <= 0:
@@ -193,12 +204,12 @@ def _roofline(result: CaseResult, problem: Problem, case: Case, gpu: GpuInfo, de
         result.tflops = flops / median_s / 1e12
         if gpu.peak_tflops:
             ratios.append(result.tflops / gpu.peak_tflops)
-            floor_s = max(floor_s, flops / (gpu.peak_tflops * 1e12))
+            floor_s = max(floor_s, flops / (COMPUTE_HEADROOM * gpu.peak_tflops * 1e12))
     if nbytes is not None:
         result.gbps = nbytes / median_s / 1e9
         if gpu.peak_bandwidth_gbps:
             ratios.append(result.gbps / gpu.peak_bandwidth_gbps)
-            floor_s = max(floor_s, nbytes / (gpu.peak_bandwidth_gbps * 1e9))
+            floor_s = max(floor_s, max(0.0, nbytes - l2_bytes) / (gpu.peak_bandwidth_gbps * 1e9))
     if ratios and device == "cuda":
         result.percent_of_peak = 100.0 * max(ratios)
         if median_s < FLOOR_TOLERANCE * floor_s:

@@ -142,8 +142,9 @@ def run_job(spec_json: str, kill_after_s: float) -> dict[str, Any]:
 
 
 def _deployment() -> dict[str, Any]:
-    """What runners.modal.deployment derives from the config; in the container, as baked in."""
-    if not modal.is_local():
+    """What runners.modal.deployment derives from the config; in the container (whose image
+    carries it, and which has neither ``core`` nor our config), as baked in at deploy."""
+    if TABLE_ENV in os.environ:
         return dict(json.loads(os.environ[TABLE_ENV]))
     from core.config import load_settings
     from runners.modal import deployment
@@ -172,7 +173,6 @@ GPU_FUNCTIONS: dict[str, modal.Function[..., Any, Any]] = {
         max_containers=spec.max_containers,
         scaledown_window=spec.scaledown_s,
         name=spec.name,
-        serialized=False,
     )(run_job)
     for spec in FUNCTIONS
 }

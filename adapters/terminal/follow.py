@@ -36,7 +36,8 @@ async def follow_submission(app: Kernelcup, submission_id: int, console: Console
 
 async def show_progress(events: AsyncIterator[JobEvent], console: Console) -> None:
     """A Rich progress bar per job, fed by job events from the core or from a server (remote)."""
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+    # markup=False: a GPU name in brackets, "[cpu]", is text, not a Rich style tag.
+    columns = (SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
     with Progress(*columns, console=console, transient=False) as progress:
         tasks: dict[int, TaskID] = {}

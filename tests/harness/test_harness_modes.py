@@ -106,6 +106,14 @@ def test_a_median_below_the_physical_floor_fails() -> None:
         benchmark._roofline(case, problem, case.case, gpu, "cuda", "benchmark 1 of 1")
 
 
+def test_writes_that_fit_in_l2_do_not_count_towards_the_floor() -> None:
+    problem: Any = _Work()
+    case = CaseResult(case={"size": 10**6, "seed": 1}, passed=True, median_ns=1000.0)  # 12 MB in 1 µs
+    gpu = GpuInfo(name="H100", peak_bandwidth_gbps=3350.0, peak_tflops=989.0)
+    benchmark._roofline(case, problem, case.case, gpu, "cuda", "benchmark 1 of 1", l2_bytes=50 << 20)
+    assert case.percent_of_peak is not None and case.percent_of_peak > 100
+
+
 def test_roofline_figures_are_relative_to_the_gpu_peaks() -> None:
     problem: Any = _Work()
     size = 10**6

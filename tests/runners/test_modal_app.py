@@ -4,7 +4,9 @@ rule, and the function body running the real harness in-process (``.local()``) o
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import subprocess
 import sys
 from pathlib import Path
 
@@ -97,3 +99,15 @@ def test_the_harness_gets_none_of_the_bots_secrets(monkeypatch: pytest.MonkeyPat
     dump = [sys.executable, "-c", "import os; print(repr(dict(os.environ)))"]
     output = modal_app.run_harness("{}", 10.0, command=dump)
     assert output["returncode"] == 0 and secret not in output["lines"][0]
+
+
+def test_the_container_defines_the_same_functions_from_the_baked_table_without_core() -> None:
+    probe = (
+        "import sys; sys.modules['core'] = None; sys.modules['yaml'] = None\n"  # neither is in the image
+        "import runners.modal_app as m; print(sorted(m.GPU_FUNCTIONS))"
+    )
+    env = {**os.environ, modal_app.TABLE_ENV: json.dumps(modal_app.DEPLOYMENT)}
+    answer = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=ROOT,
+                            timeout=60)
+    assert answer.returncode == 0, answer.stderr
+    assert answer.stdout.strip() == str(sorted(modal_app.GPU_FUNCTIONS))

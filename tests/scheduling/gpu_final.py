@@ -181,11 +181,16 @@ if __name__ == "__main__":
     parser.add_argument("--out", type=Path, help="also write the report (markdown) here")
     parser.add_argument("--probe", type=float, metavar="SECONDS", help="only one test run, waited for this long")
     parser.add_argument("--harness-user", help="KERNELCUP_HARNESS_USER for the harness, e.g. none")
+    parser.add_argument("--full-env", action="store_true", help="hand the harness this whole environment")
     options = parser.parse_args()
-    if options.harness_user is not None:
+    if options.harness_user is not None or options.full_env:
+        import os
+
         import runners.local
 
         plain_env = runners.local.harness_env
-        runners.local.harness_env = lambda environ=None: {**plain_env(environ),  # type: ignore[misc]
-                                                          "KERNELCUP_HARNESS_USER": options.harness_user}
+        extra = dict(os.environ) if options.full_env else {}
+        if options.harness_user is not None:
+            extra["KERNELCUP_HARNESS_USER"] = options.harness_user
+        runners.local.harness_env = lambda environ=None: {**extra, **plain_env(environ)}  # type: ignore[misc]
     sys.exit(asyncio.run(main(options.rounds, options.small, options.out, options.probe)))

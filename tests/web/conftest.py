@@ -213,7 +213,7 @@ class ServerThread:
         try:
             app = self.app = self._make()
             await app.pipeline.start()
-            adapter = WebAdapter(app.settings, {})
+            adapter = WebAdapter(web_settings_of(app.settings, port=0), {})  # a free port
             serving = asyncio.create_task(adapter.run(app))
             await asyncio.wait_for(adapter.ready.wait(), 20)
             self.url = f"http://127.0.0.1:{adapter.port}"

@@ -38,12 +38,12 @@ async def test_a_reply_carries_tables_as_json(client: httpx.AsyncClient, tokens:
     reply = (await client.post("/api/commands/list", headers=bearer(tokens.bob))).json()
     table = reply["blocks"][0]
     assert table["type"] == "table" and table["columns"][0] == "leaderboard"
-    assert ["identity"] == [row[0] for row in table["rows"] if row[0] == "identity"]
+    assert [row[0] for row in table["rows"] if row[0] == "identity"] == ["identity"]
 
 
 async def test_malformed_json_is_422_saying_where(client: httpx.AsyncClient, tokens: Tokens) -> None:
-    response = await client.post("/api/commands/show", headers={**bearer(tokens.bob), "Content-Type": "application/json"},
-                                 content=b'{"leaderboard": "identity",')
+    headers = {**bearer(tokens.bob), "Content-Type": "application/json"}
+    response = await client.post("/api/commands/show", headers=headers, content=b'{"leaderboard": "identity",')
     assert response.status_code == 422
     error = response.json()["detail"][0]
     assert error["type"] == "json_invalid" and error["loc"][0] == "body"

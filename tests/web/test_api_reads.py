@@ -12,7 +12,8 @@ from core.models import Leaderboard
 from tests.web.conftest import ALICE, BOB, Tokens, bearer, finish, solution, submit
 
 
-async def ranked(client: httpx.AsyncClient, kc: Kernelcup, token: str, score: float, gpus: tuple[str, ...] = ("cpu",)) -> int:
+async def ranked(client: httpx.AsyncClient, kc: Kernelcup, token: str, score: float,
+                 gpus: tuple[str, ...] = ("cpu",)) -> int:
     response = await submit(client, token, solution() + f"\n# score: {score}\n".encode(), mode="ranked", gpus=gpus)
     assert response.status_code == 202, response.text
     submission_id: int = response.json()["submission_id"]
@@ -66,7 +67,8 @@ async def test_rankings_come_per_gpu_with_throughput_from_the_entry_run(
     await ranked(client, kc, tokens.alice, 0.002)
     await ranked(client, kc, tokens.bob, 0.001, gpus=("cpu", "H100"))
     rankings = {r["gpu"]: r["entries"] for r in (await client.get("/api/leaderboards/identity/rankings")).json()}
-    assert [(e["rank"], e["user_name"], e["score_s"]) for e in rankings["cpu"]] == [(1, "bob", 0.001), (2, "alice", 0.002)]
+    cpu = [(e["rank"], e["user_name"], e["score_s"]) for e in rankings["cpu"]]
+    assert cpu == [(1, "bob", 0.001), (2, "alice", 0.002)]
     assert [e["user_name"] for e in rankings["H100"]] == ["bob"]
     assert rankings["cpu"][0]["gbps"] == pytest.approx(2000.0)
     assert rankings["cpu"][0]["percent_of_peak"] == pytest.approx(50.0)
@@ -110,7 +112,8 @@ async def test_a_user_lists_their_submissions_newest_first(client: httpx.AsyncCl
 
 
 async def test_unknown_ids_are_404(client: httpx.AsyncClient) -> None:
-    for path in ("/api/submissions/999", "/api/users/999", "/api/submissions/999/events", "/api/submissions/999/report"):
+    for path in ("/api/submissions/999", "/api/users/999", "/api/submissions/999/events",
+                 "/api/submissions/999/report"):
         response = await client.get(path)
         assert response.status_code == 404, path
         assert response.json()["kind"] == "not_found"
