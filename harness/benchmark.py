@@ -39,6 +39,9 @@ HIDDEN_MIN_NS = 3_000.0  # hidden work below this is indistinguishable from sync
 HIDDEN_FRACTION = 0.05
 CLOCK_SLACK_NS = 100_000.0  # tolerated excess of unexplained time per call...
 CLOCK_SLACK_FRACTION = 0.25  # ...or this fraction of the call's wall time
+# On a shared CPU the scheduler preempts a process more right after it burned CPU (the timed
+# call), which stretches the untimed part of busy calls only: CPU runs (CI) get more slack.
+CLOCK_SLACK_FRACTION_CPU = 1.0
 FLOOR_TOLERANCE = 0.9  # vendor peaks are nominal: allow 10% above them before failing
 # ``peak_tflops`` is the dense fp16/bf16 peak; fp8 or 2:4 sparsity can double it.
 COMPUTE_HEADROOM = 2.0
@@ -106,7 +109,9 @@ def time_case(
             break
 
     times, note = _times(readings, baseline, session.device)
-    _check_clock(readings, baseline, label)
+    _check_clock(
+        readings, baseline, label, CLOCK_SLACK_FRACTION if session.device == "cuda" else CLOCK_SLACK_FRACTION_CPU
+    )
     summary = stats.summarize(times)
     result = CaseResult(
         case=case,
@@ -167,14 +172,14 @@ def _times(readings: list[Timed], baseline: list[Timed], device: str) -> tuple[l
     return events, ""
 
 
-def _check_clock(readings: list[Timed], baseline: list[Timed], label: str) -> None:
+def _check_clock(readings: list[Timed], baseline: list[Timed], label: str, fraction: float) -> None:
     """Fail when the harness's clock saw much more time than the child reported."""
     idle = [b.window_ns - b.wall_ns for b in baseline]
     busy = [r.window_ns - r.wall_ns for r in readings]
     overhead0, overhead = _median(idle), _median(busy)
     noise = 4.0 * (_median_error(idle) ** 2 + _median_error(busy) ** 2) ** 0.5
     wall = _median([r.wall_ns for r in readings])
-    if overhead - overhead0 > max(CLOCK_SLACK_NS, CLOCK_SLACK_FRACTION * wall, noise):
+    if overhead - overhead0 > max(CLOCK_SLACK_NS, fraction * wall, noise):
         raise RunEnded(
             Status.FAILED,
             f"{label}: the harness's clock saw {(overhead - overhead0) / 1000:.0f} µs per call "

@@ -19,6 +19,7 @@ from adapters.web import boards, markdown, submissions
 from adapters.web.api import Web
 from adapters.web.auth import ANONYMOUS, COOKIE, AnyViewer, App, Viewer, viewer_for_token
 from adapters.web.charts import Point, Series, score_chart
+from core.app import Kernelcup
 from core.report import format_case, format_seconds
 from core.when import relative, show_utc
 
@@ -40,7 +41,7 @@ def make_templates() -> Jinja2Templates:
 def page_router(templates: Jinja2Templates) -> APIRouter:
     router = APIRouter(include_in_schema=False)
 
-    def render(request: HttpRequest, name: str, viewer: Viewer, app: Any, **context: Any) -> HTMLResponse:
+    def render(request: HttpRequest, name: str, viewer: Viewer, app: Kernelcup, **context: Any) -> HTMLResponse:
         return templates.TemplateResponse(request, name, {"viewer": viewer, "now": app.now(), **context})
 
     @router.get("/", response_class=HTMLResponse)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-import shutil
 from datetime import timedelta
 from pathlib import Path
 
@@ -17,22 +15,9 @@ from core.db import session_scope
 from core.models import FinalStanding
 from runners.local import LocalRunner
 from tests.scheduling.conftest import ALICE, BOB, NOW, ROOT, Bots, eventually, settings_for
+from tests.scheduling.gpu_final import tiny_identity
 
 pytestmark = pytest.mark.slow
-
-
-def tiny_identity(root: Path) -> Path:
-    """The identity task with one small test and one small benchmark: seconds per run on a CPU."""
-    folder = root / "tiny"
-    folder.mkdir(parents=True)
-    shutil.copy(ROOT / "leaderboards/utils.py", root / "utils.py")
-    for name in ("reference.py", "task.py", "template.py"):
-        shutil.copy(ROOT / "leaderboards/identity" / name, folder / name)
-    task = (ROOT / "leaderboards/identity/task.yml").read_text()
-    task = re.sub(r"tests:\n(  - .*\n)+", "tests:\n  - {size: 127, seed: 5236}\n", task)
-    task = re.sub(r"benchmarks:\n(  - .*\n)+", "benchmarks:\n  - {size: 4096, seed: 54352}\n", task)
-    (folder / "task.yml").write_text(task.replace("  Triton: template_triton.py\n", ""))
-    return folder
 
 
 def with_score(solution: str, score_s: float) -> bytes:
