@@ -20,6 +20,7 @@ import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -79,6 +80,14 @@ def _world_readable_path(path: Path) -> bool:
         return False
 
 
+def _traversable_by_others(directory: Path) -> bool:
+    """Whether an unprivileged user can pass through ``directory`` and all its parents."""
+    try:
+        return all(p.stat().st_mode & stat.S_IXOTH for p in [directory.resolve(), *directory.resolve().parents])
+    except OSError:
+        return False
+
+
 def _gpu_nodes_open_to_all() -> bool:
     for node in Path("/dev").glob("nvidia*"):
         try:
@@ -122,6 +131,8 @@ def child_identity() -> Identity:
     blocked = [str(p) for p in needed if not _world_readable_path(p)]
     if blocked:
         return Identity(None, None, f"uid 0 ({wanted} cannot read {blocked[0]})", userns=True)
+    if not _traversable_by_others(Path(tempfile.gettempdir())):
+        return Identity(None, None, f"uid 0 ({wanted} cannot reach {tempfile.gettempdir()})", userns=True)
     if not _gpu_nodes_open_to_all():
         return Identity(None, None, f"uid 0 (GPU device nodes closed to {wanted})", userns=True)
     return Identity(entry.pw_uid, entry.pw_gid, f"uid {entry.pw_uid} ({wanted})")

@@ -140,6 +140,11 @@ def shared_dir(tmp_path: Path) -> Path:
     return directory
 
 
+def _harness_env(tmp: Path) -> dict[str, str]:
+    """The harness's temp files under pytest's tmp_path: a SIGKILLed harness cannot clean up."""
+    return {**os.environ, "TMPDIR": str(tmp)}
+
+
 def test_a_killed_harness_takes_the_submission_with_it(shared_dir: Path) -> None:
     pid_file = shared_dir / "child.pid"
     source = submission("records_pid_and_hangs.py").replace("@PID_FILE@", str(pid_file))
@@ -150,6 +155,7 @@ def test_a_killed_harness_takes_the_submission_with_it(shared_dir: Path) -> None
         stdout=subprocess.DEVNULL,
         cwd=REPO,
         text=True,
+        env=_harness_env(shared_dir.parent),
     )
     assert harness.stdin is not None
     harness.stdin.write(spec.to_json())
@@ -174,6 +180,7 @@ def test_sigterm_still_ends_with_a_signed_result(shared_dir: Path) -> None:
         stdout=subprocess.PIPE,
         cwd=REPO,
         text=True,
+        env=_harness_env(shared_dir.parent),
     )
     assert harness.stdin is not None
     harness.stdin.write(spec.to_json())
