@@ -7,7 +7,9 @@ submission's process has its own pipes, and is dead before the result line is wr
 
 from __future__ import annotations
 
+import faulthandler
 import json
+import os
 import signal
 import sys
 import time
@@ -15,7 +17,7 @@ import traceback
 from types import FrameType
 from typing import TextIO
 
-from harness.process import harden_harness_process
+from harness.process import WATCHDOG_ENV, harden_harness_process
 from harness.spec import (
     JobSpec,
     Mode,
@@ -26,6 +28,13 @@ from harness.spec import (
     progress_line,
     result_line,
 )
+
+
+def _arm_watchdog() -> None:
+    """Debugging aid for hangs on a new machine: every thread's stack to stderr after N s."""
+    seconds = os.environ.get(WATCHDOG_ENV)
+    if seconds:
+        faulthandler.dump_traceback_later(float(seconds) * 1.5, exit=False, file=sys.stderr)
 
 
 class Terminated(Exception):
@@ -50,6 +59,7 @@ def _unsigned_key(raw: str) -> tuple[str, str, Mode]:
 def main(stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
     started = time.monotonic()
     harden_harness_process()
+    _arm_watchdog()
     signal.signal(signal.SIGTERM, _on_sigterm)
     raw = stdin.read()
     key, job_id, mode = _unsigned_key(raw)

@@ -40,6 +40,15 @@ def _enter_user_namespace() -> str:
     return "own user namespace"
 
 
+def _arm_watchdog() -> None:
+    """Debugging aid for hangs on a new machine: stacks to stderr, then exit, after N seconds."""
+    seconds = os.environ.get("KERNELCUP_HARNESS_WATCHDOG_S")
+    if seconds:
+        import faulthandler
+
+        faulthandler.dump_traceback_later(float(seconds), exit=True)
+
+
 def _die_with_parent(parent_pid: int) -> None:
     """SIGKILL this process when the harness dies, even by SIGKILL (Linux only)."""
     try:
@@ -114,6 +123,7 @@ def _classify(exc: BaseException, oom_types: tuple[type[BaseException], ...]) ->
 
 def main(argv: list[str]) -> int:
     sock_fd, parent_pid, workdir, submission_file, requested_device, userns = argv
+    _arm_watchdog()
     isolation = _enter_user_namespace() if userns == "1" else ""
     _die_with_parent(int(parent_pid))
     from harness.channel import Channel

@@ -31,6 +31,11 @@ from harness.channel import Channel
 HARNESS_ROOT = Path(__file__).resolve().parent.parent
 STREAM_KEEP = 1 << 20  # bytes of each stream kept (the result shows 16 KiB; the rest a file)
 USER_ENV = "KERNELCUP_HARNESS_USER"  # "" or "none" keeps the harness's uid
+# Operator switches for a machine where a layer of isolation breaks the GPU (each "0" turns
+# one layer off; the result's system.isolation says what was in force).
+USERNS_ENV = "KERNELCUP_HARNESS_USERNS"
+DUMPABLE_OFF_ENV = "KERNELCUP_HARNESS_NONDUMPABLE"
+WATCHDOG_ENV = "KERNELCUP_HARNESS_WATCHDOG_S"  # debugging: dump every thread's stack after N s
 
 _INHERITED_ENV = (
     "PATH",
@@ -46,6 +51,7 @@ _INHERITED_ENV = (
     "CC",
     "CXX",
     "OMP_NUM_THREADS",
+    WATCHDOG_ENV,
 )
 
 PR_SET_DUMPABLE = 4
@@ -60,7 +66,8 @@ def harden_harness_process() -> None:
     """
     try:
         libc = ctypes.CDLL(None)
-        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+        if os.environ.get(DUMPABLE_OFF_ENV) != "0":
+            libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
         libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     except (OSError, AttributeError):
         pass
@@ -108,6 +115,13 @@ class Identity:
 
 
 def child_identity() -> Identity:
+    identity = _child_identity()
+    if identity.userns and os.environ.get(USERNS_ENV) == "0":
+        return Identity(identity.uid, identity.gid, identity.description + ", no user namespace")
+    return identity
+
+
+def _child_identity() -> Identity:
     """Run the child as ``nobody`` when we are root and it can still reach python and torch.
 
     Otherwise the child enters a new user namespace as its first act (see ``harness/child.py``):
