@@ -1,6 +1,6 @@
 """Messages between the harness and the submission's process over a Unix socket.
 
-One message is a JSON object on one line, optionally followed by ``nbytes`` raw bytes (output
+One message is a JSON object on one line, optionally followed by raw bytes (output
 tensors on the CPU path). JSON and not pickle: the harness must never unpickle what the
 submission's process sends, since unpickling runs code. Every read is bounded in size and
 time, so a child that floods the socket or goes silent cannot hang or exhaust the harness.
@@ -16,6 +16,9 @@ from typing import Any
 Message = dict[str, Any]
 
 MAX_LINE = 1 << 20  # one JSON message
+# The payload's length travels under a key no message uses for anything else: a message field
+# that happened to share it (a buffer size, say) would make the reader wait for bytes never sent.
+PAYLOAD_KEY = "__payload_bytes__"
 CHUNK = 1 << 20
 
 
@@ -44,7 +47,7 @@ class Channel:
 
     def send(self, message: Message, payload: bytes | bytearray | memoryview | None = None) -> None:
         if payload is not None:
-            message = {**message, "nbytes": len(payload)}
+            message = {**message, PAYLOAD_KEY: len(payload)}
         line = json.dumps(message, separators=(",", ":")).encode() + b"\n"
         self._sock.sendall(line)
         if payload is not None and len(payload):
@@ -63,7 +66,7 @@ class Channel:
             raise ProtocolError(f"not a JSON message: {line[:200]!r}") from exc
         if not isinstance(message, dict):
             raise ProtocolError("message is not a JSON object")
-        nbytes = message.get("nbytes", 0)
+        nbytes = message.pop(PAYLOAD_KEY, 0)
         if not isinstance(nbytes, int) or nbytes < 0:
             raise ProtocolError("bad payload size")
         if nbytes > max_payload:

@@ -6,6 +6,7 @@ import contextlib
 import math
 import socket
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -109,8 +110,18 @@ def test_messages_and_payloads_cross_the_channel() -> None:
     a, b = _pair()
     a.send({"msg": "output", "x": [1, 2]}, b"\x00\x01\x02")
     message, payload = b.recv(max_payload=3)
-    assert message == {"msg": "output", "x": [1, 2], "nbytes": 3}
+    assert message == {"msg": "output", "x": [1, 2]}
     assert payload == b"\x00\x01\x02"
+
+
+def test_a_message_field_named_like_a_size_is_not_mistaken_for_a_payload() -> None:
+    # The staging request on the CUDA path carries the buffer size it needs; it once shared
+    # the payload key and deadlocked both processes on the GPU.
+    a, b = _pair()
+    a.send({"msg": "need_staging", "nbytes": 4096})
+    message, payload = b.recv(deadline=time.monotonic() + 2)
+    assert message == {"msg": "need_staging", "nbytes": 4096}
+    assert payload == b""
 
 
 def test_oversized_payloads_and_garbage_are_protocol_errors() -> None:
