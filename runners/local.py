@@ -28,7 +28,11 @@ from harness.spec import JobSpec, Progress, Result, SpecError, parse_line
 log = structlog.get_logger(__name__)
 
 PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "LD_LIBRARY_PATH")
-PASSED_ENV_PREFIXES = ("CUDA_", "NVIDIA_")
+# CUDA_/NVIDIA_ select the device; KERNELCUP_HARNESS_* and KERNELCUP_CACHE_DIR are the harness's
+# own operator settings (child user, isolation switches, build cache). No other KERNELCUP_ key
+# passes: the database URL and tokens live there.
+PASSED_ENV_PREFIXES = ("CUDA_", "NVIDIA_", "KERNELCUP_HARNESS_")
+PASSED_ENV_EXTRA = ("KERNELCUP_CACHE_DIR",)
 ROOT = Path(__file__).resolve().parent.parent  # where `harness` is importable from
 STDERR_KEEP_BYTES = 64 * 1024
 STDERR_TAIL_LINES = 20
@@ -42,7 +46,7 @@ def harness_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {
         key: value
         for key, value in source.items()
-        if key in PASSED_ENV or key.startswith(PASSED_ENV_PREFIXES)
+        if key in PASSED_ENV or key in PASSED_ENV_EXTRA or key.startswith(PASSED_ENV_PREFIXES)
     }
     env["PYTHONPATH"] = str(ROOT)
     env["PYTHONUNBUFFERED"] = "1"  # progress lines arrive as they happen

@@ -92,6 +92,17 @@ def test_the_environment_filter_keeps_only_what_the_harness_needs() -> None:
     }
 
 
+def test_the_harness_operator_settings_pass_but_no_other_kernelcup_key() -> None:
+    env = harness_env({
+        "KERNELCUP_HARNESS_USER": "none",
+        "KERNELCUP_CACHE_DIR": "/var/cache/kc",
+        "KERNELCUP_DATABASE_URL": "postgresql+psycopg://kc:pw@db/kc",
+        "SLACK_BOT_TOKEN": "xoxb",
+    })
+    assert env["KERNELCUP_HARNESS_USER"] == "none" and env["KERNELCUP_CACHE_DIR"] == "/var/cache/kc"
+    assert "KERNELCUP_DATABASE_URL" not in env and "SLACK_BOT_TOKEN" not in env
+
+
 async def test_a_result_with_a_bad_mac_is_rejected() -> None:
     with pytest.raises(RunnerError, match="not written by the harness"):
         await run(LocalRunner(harness_command=fake_harness("badmac"), gpu="cpu"))
