@@ -9,63 +9,34 @@ work runs in threads, so the event loop keeps serving chat while a worker writes
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import suppress
-from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import datetime
 from functools import partial
-from typing import Any
 
 import structlog
-from sqlalchemy import ColumnElement, and_, update
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, col, select
 
 from core.config import Settings
-from core.db import as_utc, session_scope
-from core.events import EventBus, JobEvent, Phase, follow, job_event, progress_text
-from core.jobspec import build_spec
-from core.models import Job, JobStatus, Run, Submission, utcnow
-from core.ranking import RankChange, record_run
+from core.db import session_scope
+from core.events import EventBus, JobEvent, follow, job_event, progress_text
+from core.jobrows import CANCELLED, RUNNING, Claim, JobRows, Recovery
+from core.models import Job, JobStatus, Run, utcnow
+from core.ranking import RankChange
 from core.runner import RunContext, Runner, RunnerError
-from core.switches import set_submissions_paused, submissions_paused
 from core.timeouts import runner_limit
-from harness.spec import JobSpec, Progress, Result, Status
+from harness.spec import Progress, Result
 
 # Told after a ranked run's commit changed its author's rank (e.g. to announce a new #1).
 RankListener = Callable[[Run, RankChange], Awaitable[None]]
 
 log = structlog.get_logger(__name__)
 
-STALE_HEARTBEATS = 3  # a worker silent this many heartbeat periods is taken for dead
 PROGRESS_WRITE_S = 0.5  # at most this often a progress event is written to the job's row
 LAST_RESORT_SLACK_S = 5.0  # runners enforce their own limit; this catches one that hangs
-RUNNING, QUEUED = JobStatus.RUNNING, JobStatus.QUEUED
-CANCELLED = "cancelled on request"
-_UNCLAIMED = {"worker": None, "started_at": None, "heartbeat_at": None, "progress": None}
-
-
-def is_paused(session: Session) -> bool:
-    """Workers keep running what is queued; the submission service refuses new submissions."""
-    return submissions_paused(session)  # core.switches owns the stored value
-
-
-def set_paused(session: Session, paused: bool) -> None:
-    set_submissions_paused(session, paused)
-
-
-def restart_failure(restarts: int) -> str:
-    times = {1: "once", 2: "twice"}.get(restarts, f"{restarts} times")
-    return f"the bot restarted {times} while this job ran; it was not retried again — please resubmit"
-
-
-@dataclass(frozen=True)
-class Recovery:
-    requeued: list[int] = field(default_factory=list)
-    failed: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -76,23 +47,6 @@ class _Lane:
     gpus: list[str]
     slots: asyncio.Semaphore
     wake: asyncio.Event = field(default_factory=asyncio.Event)
-
-
-@dataclass
-class _Claim:
-    job_id: int
-    submission_id: int
-    gpu: str
-    spec: JobSpec | None
-    error: str | None = None  # why no spec could be built
-    runner_ref: str | None = None  # the remote work of an earlier attempt, to re-attach to
-    run: Run | None = None  # the Run to store, less the result (filled in at claim time)
-    heartbeat: asyncio.Task[None] | None = None
-    phase: str = Phase.COMPILING
-    done: int = 0
-    total: int = 0
-    written_at: float = 0.0
-    rank_change: RankChange | None = None  # what storing the run did to its author's rank
 
 
 class Pipeline:
@@ -112,6 +66,7 @@ class Pipeline:
         self.on_rank_change = on_rank_change
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}"
         self.bus = bus or EventBus()
+        self.rows = JobRows(engine, settings, self.worker_id, clock)
         self.poll_s = poll_s
         self._lanes: dict[str, _Lane] = {}
         named: dict[str, Runner] = {}
@@ -129,7 +84,7 @@ class Pipeline:
             lane.gpus.append(gpu)
         self._tasks: list[asyncio.Task[None]] = []
         self._running: dict[int, asyncio.Task[None]] = {}
-        self._claims: dict[int, tuple[_Lane, _Claim]] = {}  # until its cleanup is done
+        self._claims: dict[int, tuple[_Lane, Claim]] = {}  # until its cleanup is done
         # Why a job's task was cancelled; any other reason (stop, loop shutdown) re-queues it.
         self._cancelled: set[int] = set()  # `cancel` was asked here
         self._lost: set[int] = set()  # the row was taken from us (cancelled elsewhere, reaped)
@@ -186,7 +141,7 @@ class Pipeline:
             await self._settle(job_id, task)
             return True
         # Queued, or running in another process: that worker sees the row at its next heartbeat.
-        event = await asyncio.to_thread(self._cancel_row, job_id)
+        event = await asyncio.to_thread(self.rows.cancel_row, job_id)
         if event is None:
             return False
         self.bus.publish(event)
@@ -199,7 +154,7 @@ class Pipeline:
 
     async def recover(self, at_start: bool = True) -> Recovery:
         """Re-queue (once) or fail the jobs a dead worker left running; see `_recover`."""
-        recovery, events = await asyncio.to_thread(self._recover, at_start)
+        recovery, events = await asyncio.to_thread(self.rows.recover, at_start, set(self._running))
         for event in events:
             self.bus.publish(event)
         if recovery.requeued:
@@ -217,12 +172,12 @@ class Pipeline:
                 return
             lane.wake.clear()  # before claiming, so a wake-up during the claim is not lost
             try:
-                claim = await asyncio.to_thread(self._claim, lane)
+                claim = await asyncio.to_thread(self.rows.claim, lane.runner.name, lane.gpus)
             except Exception:
                 log.exception("claiming a job failed", runner=lane.runner.name)
                 claim = None
             if claim is not None and self._stopping:  # claimed while `stop` began: put it back
-                await asyncio.to_thread(self._requeue_row, claim.job_id)
+                await asyncio.to_thread(self.rows.requeue_row, claim.job_id)
                 claim = None
             if claim is None:
                 lane.slots.release()
@@ -263,7 +218,7 @@ class Pipeline:
             except Exception:
                 log.exception("recovering stale jobs failed")
 
-    async def _run_job(self, lane: _Lane, claim: _Claim) -> None:
+    async def _run_job(self, lane: _Lane, claim: Claim) -> None:
         with structlog.contextvars.bound_contextvars(submission_id=claim.submission_id, job_id=claim.job_id):
             claim.heartbeat = asyncio.create_task(self._heartbeat(claim))
             try:
@@ -278,7 +233,7 @@ class Pipeline:
             finally:
                 claim.heartbeat.cancel()
 
-    async def _run_on_runner(self, lane: _Lane, claim: _Claim) -> None:
+    async def _run_on_runner(self, lane: _Lane, claim: Claim) -> None:
         if claim.spec is None:
             await self._finish(claim, JobStatus.FAILED, claim.error)
             return
@@ -286,7 +241,7 @@ class Pipeline:
 
         async def remember_ref(ref: str) -> None:
             claim.runner_ref = ref
-            await asyncio.to_thread(self._update_running, claim.job_id, runner_ref=ref)
+            await asyncio.to_thread(self.rows.update_running, claim.job_id, runner_ref=ref)
 
         context = RunContext(claim.job_id, claim.gpu, limit, claim.runner_ref, remember_ref)
         log.info("job started", runner=lane.runner.name, gpu=claim.gpu, limit_s=limit)
@@ -313,14 +268,14 @@ class Pipeline:
             else:
                 await self._finish(claim, None, None, result)
 
-    async def _on_cancelled(self, lane: _Lane, claim: _Claim) -> None:
+    async def _on_cancelled(self, lane: _Lane, claim: Claim) -> None:
         """Stopped by `cancel`, because the row is no longer ours, or by `stop` (re-queued)."""
         if claim.heartbeat is not None:
             claim.heartbeat.cancel()  # its next beat must not take this cleanup for a loss
         # At a clean stop, or when recovery gave the job to another worker, remote work goes on:
         # the job keeps its runner_ref and its next run re-attaches to it.
         stop_work = claim.job_id in self._cancelled or (
-            claim.job_id in self._lost and await asyncio.to_thread(self._is_cancelled, claim.job_id)
+            claim.job_id in self._lost and await asyncio.to_thread(self.rows.is_cancelled, claim.job_id)
         )
         if stop_work:
             with suppress(Exception):
@@ -330,12 +285,12 @@ class Pipeline:
         elif claim.job_id in self._cancelled:
             await self._finish(claim, JobStatus.CANCELLED, CANCELLED)
         else:
-            event = await asyncio.to_thread(self._requeue_row, claim.job_id)
+            event = await asyncio.to_thread(self.rows.requeue_row, claim.job_id)
             if event is not None:
                 self.bus.publish(event)
             log.info("job re-queued at shutdown")
 
-    async def _progress(self, claim: _Claim, progress: Progress) -> None:
+    async def _progress(self, claim: Claim, progress: Progress) -> None:
         changed = progress.phase != claim.phase
         claim.phase, claim.done, claim.total = progress.phase, progress.done, progress.total
         self._publish(claim, status=RUNNING)
@@ -344,16 +299,16 @@ class Pipeline:
             claim.written_at = now
             await self._beat(claim)
 
-    async def _heartbeat(self, claim: _Claim) -> None:
+    async def _heartbeat(self, claim: Claim) -> None:
         while True:
             await asyncio.sleep(self.settings.limits.heartbeat_s)
             await self._beat(claim)
 
-    async def _beat(self, claim: _Claim) -> None:
+    async def _beat(self, claim: Claim) -> None:
         """Write heartbeat and progress; a row that is no longer ours stops the run."""
         text = progress_text(claim.phase, claim.done, claim.total)
         try:
-            ours = await asyncio.to_thread(self._update_running, claim.job_id, progress=text)
+            ours = await asyncio.to_thread(self.rows.update_running, claim.job_id, progress=text)
         except Exception:
             log.exception("heartbeat failed")
             return
@@ -364,14 +319,14 @@ class Pipeline:
 
     async def _finish(
         self,
-        claim: _Claim,
+        claim: Claim,
         status: JobStatus | None,
         error: str | None,
         result: Result | None = None,
     ) -> None:
         if claim.heartbeat is not None:
             claim.heartbeat.cancel()  # a beat after this commit would read as a lost job
-        event = await asyncio.to_thread(self._finish_row, claim, status, error, result)
+        event = await asyncio.to_thread(self.rows.finish_row, claim, status, error, result)
         if event is None:
             log.warning("job was taken over elsewhere; its outcome here was dropped", status=status)
             return
@@ -383,7 +338,7 @@ class Pipeline:
             except Exception:
                 log.exception("the rank-change listener failed")
 
-    def _publish(self, claim: _Claim, status: JobStatus) -> None:
+    def _publish(self, claim: Claim, status: JobStatus) -> None:
         progress = (claim.phase, claim.done, claim.total)
         self.bus.publish(JobEvent(claim.submission_id, claim.job_id, claim.gpu, *progress, status=status))
 
@@ -392,180 +347,5 @@ class Pipeline:
         followed = self.bus.followed()
         if not followed:
             return
-        for event in await asyncio.to_thread(self._queued_events, followed):
+        for event in await asyncio.to_thread(self.rows.queued_events, followed):
             self.bus.publish(event)
-
-    # -- database (runs in threads) ------------------------------------------------------------
-
-    def _claim(self, lane: _Lane) -> _Claim | None:
-        """Mark the lane's oldest queued job ours; safe with several processes on one database."""
-        now = self.clock()
-        oldest = (
-            select(Job.id)
-            .where(Job.status == QUEUED, Job.runner == lane.runner.name, col(Job.gpu).in_(lane.gpus))
-            .order_by(col(Job.id))
-            .limit(1)
-            .with_for_update(skip_locked=True)  # PostgreSQL; SQLite serialises writers anyway
-            .scalar_subquery()
-        )
-        claim = (
-            update(Job)
-            .where(col(Job.id) == oldest, col(Job.status) == QUEUED)
-            .values(
-                status=RUNNING,
-                worker=self.worker_id,
-                attempts=col(Job.attempts) + 1,
-                started_at=now,
-                heartbeat_at=now,
-                finished_at=None,
-                progress=None,
-                error=None,
-            )
-            .returning(Job)
-        )
-        with session_scope(self.engine) as session:
-            job = session.execute(claim).scalars().one_or_none()
-            if job is None or job.id is None:
-                return None
-            taken = _Claim(job.id, job.submission_id, job.gpu, spec=None, runner_ref=job.runner_ref)
-            # Held here, so build_spec finds it in the session instead of asking again.
-            submission = session.get(Submission, job.submission_id)
-            try:  # in the claim's transaction: one round trip less per job
-                taken.spec = build_spec(session, job, self.settings)
-            except Exception as exc:
-                taken.error = f"the job could not be prepared: {exc}"
-                return taken
-            assert submission is not None
-            taken.run = Run(
-                job_id=job.id,
-                submission_id=job.submission_id,
-                leaderboard_id=submission.leaderboard_id,
-                user_id=submission.user_id,
-                gpu=job.gpu,
-                mode=submission.mode,
-                passed=False,
-                result_json="{}",
-            )
-            return taken
-
-    def _ours(self, job_id: int) -> ColumnElement[bool]:
-        return and_(col(Job.id) == job_id, col(Job.status) == RUNNING, col(Job.worker) == self.worker_id)
-
-    def _change(
-        self,
-        where: ColumnElement[bool],
-        values: dict[str, Any],
-        then: Callable[[Session], int | None] | None = None,
-    ) -> JobEvent | None:
-        """One conditional update (and ``then``, in its transaction, giving a run id): the job's
-        new state as an event, or None when the row had moved on (cancelled elsewhere, taken by
-        recovery)."""
-        with session_scope(self.engine) as session:
-            stmt = update(Job).where(where).values(**values).returning(Job)
-            job = session.execute(stmt).scalars().one_or_none()
-            if job is None:
-                return None
-            run_id = then(session) if then is not None else None
-            return job_event(session, job, run_id)
-
-    def _update_running(self, job_id: int, **values: Any) -> bool:
-        values["heartbeat_at"] = self.clock()
-        return self._change(self._ours(job_id), values) is not None
-
-    def _finish_row(
-        self, claim: _Claim, status: JobStatus | None, error: str | None, result: Result | None
-    ) -> JobEvent | None:
-        run = claim.run
-        if result is not None:
-            timed_out = result.status is Status.TIMED_OUT
-            status = JobStatus.TIMED_OUT if timed_out else JobStatus.SUCCEEDED
-            error = result.verdict if timed_out else None
-
-        def store_run(session: Session) -> int | None:
-            if result is None or run is None:
-                return None
-            run.passed, run.score = result.passed, result.score_s
-            run.result_json = result.to_json()
-            run.system_json = json.dumps(asdict(result.system))
-            session.add(run)
-            session.flush()
-            claim.rank_change = record_run(session, run)  # best scores, same transaction
-            return run.id
-
-        values = {"status": status, "error": error, "finished_at": self.clock(), "progress": None}
-        return self._change(self._ours(claim.job_id), values, store_run)
-
-    def _requeue_row(self, job_id: int) -> JobEvent | None:
-        """A clean stop is not the job's fault: give the attempt back."""
-        values = {"status": QUEUED, "attempts": col(Job.attempts) - 1, **_UNCLAIMED}
-        return self._change(self._ours(job_id), values)
-
-    def _is_cancelled(self, job_id: int) -> bool:
-        with session_scope(self.engine) as session:
-            job = session.get(Job, job_id)
-            return job is None or job.status == JobStatus.CANCELLED
-
-    def _cancel_row(self, job_id: int) -> JobEvent | None:
-        where = and_(col(Job.id) == job_id, col(Job.status).in_([QUEUED, RUNNING]))
-        values = {"status": JobStatus.CANCELLED, "error": CANCELLED, "finished_at": self.clock()}
-        return self._change(where, values)
-
-    def _queued_events(self, submission_ids: set[int]) -> list[JobEvent]:
-        with session_scope(self.engine) as session:
-            jobs = session.exec(
-                select(Job).where(col(Job.submission_id).in_(submission_ids), Job.status == QUEUED)
-            ).all()
-            return [job_event(session, job) for job in jobs]
-
-    def _recover(self, at_start: bool) -> tuple[Recovery, list[JobEvent]]:
-        """Jobs left running by a worker that is gone: re-queued if attempts remain, else failed.
-
-        Gone means silent for STALE_HEARTBEATS heartbeat periods or, at start, our own worker id
-        (we are its next life).
-        """
-        stale_before = self.clock() - timedelta(seconds=STALE_HEARTBEATS * self.settings.limits.heartbeat_s)
-        recovery, events = Recovery(), []
-        with session_scope(self.engine) as session:
-            jobs = session.exec(select(Job).where(Job.status == RUNNING)).all()
-        for job in jobs:
-            assert job.id is not None
-            beat = job.heartbeat_at or job.started_at or job.queued_at
-            mine = at_start and job.worker == self.worker_id
-            if job.id in self._running or not (mine or as_utc(beat) < stale_before):
-                continue
-            retry = job.attempts < self.settings.limits.max_attempts
-            values: dict[str, Any] = (
-                {"status": QUEUED, **_UNCLAIMED}
-                if retry
-                else {
-                    "status": JobStatus.FAILED,
-                    "error": restart_failure(job.attempts),
-                    "finished_at": self.clock(),
-                }
-            )
-            # Re-checked in the update: a worker that just beat, or another recovering process,
-            # is never overruled.
-            same_beat = (
-                col(Job.heartbeat_at).is_(None)
-                if job.heartbeat_at is None
-                else col(Job.heartbeat_at) == job.heartbeat_at
-            )
-            where = and_(
-                col(Job.id) == job.id,
-                col(Job.status) == RUNNING,
-                col(Job.worker) == job.worker,
-                same_beat,
-            )
-            event = self._change(where, values)
-            if event is None:
-                continue
-            events.append(event)
-            (recovery.requeued if retry else recovery.failed).append(job.id)
-            log.warning(
-                "recovered a job left running",
-                job_id=job.id,
-                submission_id=job.submission_id,
-                worker=job.worker,
-                outcome="re-queued" if retry else "failed",
-            )
-        return recovery, events

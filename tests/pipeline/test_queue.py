@@ -13,11 +13,14 @@ from sqlmodel import Session, select
 
 from core.db import session_scope
 from core.events import EventBus, JobEvent
-from core.jobs import Pipeline, is_paused, restart_failure, set_paused
+from core.jobrows import restart_failure
+from core.jobs import Pipeline
 from core.jobspec import build_spec
 from core.models import BestScore, Job, JobStatus, Run, utcnow
 from core.ranking import RankChange
 from core.runner import ProgressCallback, RunContext, RunnerError
+from core.switches import set_submissions_paused as set_paused
+from core.switches import submissions_paused as is_paused
 from harness.spec import JobSpec, Mode, Progress, Result, Status
 
 from .support import FakeRunner, job, make_settings, seed_leaderboard, submit, wait_for_status

@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from core.jobs import restart_failure
+from core.jobrows import restart_failure
 from core.models import JobStatus, Run
 
 from .support import job, seed_leaderboard, submit
