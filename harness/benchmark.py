@@ -113,19 +113,7 @@ def time_case(
         readings, baseline, label, CLOCK_SLACK_FRACTION if session.device == "cuda" else CLOCK_SLACK_FRACTION_CPU
     )
     summary = stats.summarize(times)
-    result = CaseResult(
-        case=case,
-        passed=True,
-        message=note,
-        runs=summary.runs,
-        median_ns=summary.median,
-        mean_ns=summary.mean,
-        min_ns=summary.min,
-        max_ns=summary.max,
-        std_ns=summary.std,
-        ci_low_ns=summary.ci_low,
-        ci_high_ns=summary.ci_high,
-    )
+    result = stats.case_result(case, summary, note)
     l2_bytes = session.info.get("l2_bytes", 0)
     _roofline(result, problem, case, gpu, session.device, label, int(l2_bytes) if isinstance(l2_bytes, int) else 0)
     return CaseTiming(result, summary.median * 1e-9)

@@ -169,18 +169,7 @@ def _benchmark_from(report: dict[str, str], index: int, case: Case, label: str) 
         durations = [float(v) for v in report.get(f"{prefix}.durations", "").split(",") if v.strip()]
         if durations:
             summary = stats.summarize(durations)
-            return CaseResult(
-                case=case,
-                passed=True,
-                runs=summary.runs,
-                median_ns=summary.median,
-                mean_ns=summary.mean,
-                min_ns=summary.min,
-                max_ns=summary.max,
-                std_ns=summary.std,
-                ci_low_ns=summary.ci_low,
-                ci_high_ns=summary.ci_high,
-            )
+            return stats.case_result(case, summary)
         mean = float(report[f"{prefix}.mean"])
         median = float(report.get(f"{prefix}.median", mean))
         return CaseResult(

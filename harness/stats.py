@@ -9,6 +9,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from harness.spec import CaseResult
 
 Z_95 = 1.959964
 
@@ -92,3 +95,20 @@ def should_stop(samples: Sequence[float], elapsed_s: float, rule: StopRule) -> b
     if n < rule.min_runs:
         return False
     return summarize(samples).relative_ci_width <= rule.rel_ci_width
+
+
+def case_result(case: dict[str, Any], summary: Summary, message: str = "") -> CaseResult:
+    """A passing benchmark case with these statistics (roofline figures are added later)."""
+    return CaseResult(
+        case=case,
+        passed=True,
+        message=message,
+        runs=summary.runs,
+        median_ns=summary.median,
+        mean_ns=summary.mean,
+        min_ns=summary.min,
+        max_ns=summary.max,
+        std_ns=summary.std,
+        ci_low_ns=summary.ci_low,
+        ci_high_ns=summary.ci_high,
+    )
