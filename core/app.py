@@ -10,7 +10,7 @@ from typing import Any
 
 import structlog
 from sqlalchemy.engine import Engine
-from sqlmodel import select
+from sqlmodel import Session, select
 
 from core.announcements import Announcements
 from core.commands.registry import Kind, coerce_args, find_command
@@ -20,7 +20,7 @@ from core.db import session_scope
 from core.errors import UserError
 from core.events import JobEvent
 from core.jobs import Pipeline
-from core.leaderboards import sync_folder
+from core.leaderboards import SyncReport, sync_folder
 from core.messages import Problem, Reply, Request
 from core.models import Leaderboard, Run, utcnow
 from core.notices import new_leader_announcement
@@ -102,14 +102,18 @@ class Kernelcup:
         with session_scope(self.engine) as session:
             if session.exec(select(Leaderboard.id)).first() is not None:
                 return
-            report = sync_folder(
-                session,
-                self.settings.leaderboards_dir,
-                served_gpus=sorted(self.served_gpus()),
-                now=self.now(),
-                default_days=self.settings.default_deadline_days,
-            )
+            report = self.sync_leaderboards(session)
         log.info("leaderboards synced", created=report.created, errors=report.errors)
+
+    def sync_leaderboards(self, session: Session) -> SyncReport:
+        """Create or refresh every leaderboard folder: the one rule for first start and `sync`."""
+        return sync_folder(
+            session,
+            self.settings.leaderboards_dir,
+            served_gpus=sorted(self.served_gpus()),
+            now=self.now(),
+            default_days=self.settings.default_deadline_days,
+        )
 
     async def handle(self, request: Request) -> Reply:
         """Run one command. User errors become replies; anything else is logged, never shown."""

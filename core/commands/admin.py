@@ -10,7 +10,7 @@ from core.commands.registry import Kind, Param, command
 from core.db import session_scope
 from core.deadlines import set_deadline
 from core.errors import UserError
-from core.leaderboards import get_leaderboard, sync_folder
+from core.leaderboards import get_leaderboard
 from core.messages import Block, Reply, Request, Table, Text
 from core.models import Leaderboard, Role
 from core.ratelimits import ANY_MODE, list_limits, set_limit
@@ -97,13 +97,7 @@ def resume_command(app: Kernelcup, request: Request) -> Reply:
 )
 def sync_command(app: Kernelcup, request: Request) -> Reply:
     with session_scope(app.engine) as session:
-        report = sync_folder(
-            session,
-            app.settings.leaderboards_dir,
-            served_gpus=sorted(app.served_gpus()),
-            now=app.now(),
-            default_days=app.settings.default_deadline_days,
-        )
+        report = app.sync_leaderboards(session)
     app.reschedule()  # new leaderboards get their close, reminders and "opened" announcement
     rows = tuple(
         [(name, "created") for name in report.created]
