@@ -6,11 +6,12 @@ datetime column type, so every timestamp that leaves the store is tz-aware UTC o
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from alembic import command
 from alembic.config import Config
@@ -105,6 +106,28 @@ def session_scope(engine: Engine) -> Iterator[Session]:
         except BaseException:
             session.rollback()
             raise
+
+
+T = TypeVar("T")
+_RETRYABLE_SQLSTATES = {"40P01", "40001"}  # deadlock detected, serialization failure
+
+
+def in_transaction(engine: Engine, work: Callable[[Session], T], attempts: int = 3) -> T:
+    """Run ``work`` in one transaction, again when PostgreSQL aborts it to break a deadlock.
+
+    A cascade delete (a leaderboard and everything under it) takes row locks in the opposite
+    order from a worker storing a run, so the two can deadlock; the victim's work is simply
+    done again once the other side has committed.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            with session_scope(engine) as session:
+                return work(session)
+        except DBAPIError as exc:
+            if attempt == attempts or getattr(exc.orig, "sqlstate", None) not in _RETRYABLE_SQLSTATES:
+                raise
+            time.sleep(0.05 * attempt)
+    raise AssertionError("unreachable")
 
 
 def as_utc(value: datetime) -> datetime:

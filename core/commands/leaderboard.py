@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from sqlmodel import Session, col, select
 
 from core.commands.registry import Kind, Param, command, commands, usage
-from core.db import as_utc, session_scope
+from core.db import as_utc, in_transaction, session_scope
 from core.errors import Forbidden, NotFound, UserError
 from core.leaderboards import (
     create_leaderboard,
@@ -268,21 +268,24 @@ def create_command(app: Kernelcup, request: Request) -> Reply:
     role=Role.CREATOR,
 )
 def delete_command(app: Kernelcup, request: Request) -> Reply:
-    with session_scope(app.engine) as session:
+    def delete(session: Session) -> tuple[Leaderboard, int, bool]:
         board = get_leaderboard(session, request.args["leaderboard"])
         user = user_for(session, request.actor)
         if board.creator_id != user.id and not allows(request.role, Role.ADMIN):
             raise Forbidden(f"Only {board.name}'s creator or an admin may delete it.")
         count = len(session.exec(select(Submission.id).where(Submission.leaderboard_id == board.id)).all())
-        if not request.args["yes"]:
-            return Reply(
-                [Text(f"This deletes {board.name} with its {count} submissions. It cannot be undone.", style="warning"),
-                 Text(f"Confirm with `delete {board.name} --yes`.", style="hint")],
-                ok=False, ephemeral=True,
-            )
-        board_id = board.id
-        delete_leaderboard(session, board)
-    app.reschedule(board_id)  # no row left: its jobs go
+        if request.args["yes"]:
+            delete_leaderboard(session, board)
+        return board, count, bool(request.args["yes"])
+
+    board, count, deleted = in_transaction(app.engine, delete)
+    if not deleted:
+        return Reply(
+            [Text(f"This deletes {board.name} with its {count} submissions. It cannot be undone.", style="warning"),
+             Text(f"Confirm with `delete {board.name} --yes`.", style="hint")],
+            ok=False, ephemeral=True,
+        )
+    app.reschedule(board.id)  # no row left: its jobs go
     return Reply([Text(f"Deleted leaderboard {board.name} and its {count} submissions.", style="success")])
 
 
