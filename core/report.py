@@ -106,7 +106,7 @@ def _benchmark_table(gpu: str, cases: list[CaseResult]) -> Table:
             part
             for part in (
                 f"{case.gbps:.0f} GB/s" if case.gbps else "",
-                f"{case.tflops:.1f} TFLOP/s" if case.tflops else "",
+                f"{case.tflops:.3g} TFLOP/s" if case.tflops and case.tflops >= 0.01 else "",
                 f"({case.percent_of_peak:.0f}% of peak)" if case.percent_of_peak else "",
             )
             if part

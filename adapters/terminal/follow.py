@@ -22,7 +22,9 @@ from core.messages import Reply
 
 def describe(event: JobEvent) -> str:
     if event.finished:
-        return f"[{event.gpu}] {event.status or event.phase}"
+        # A job that "succeeded" only means the harness finished; the verdict comes in the report.
+        shown = "finished" if event.status == "succeeded" else (event.status or event.phase)
+        return f"[{event.gpu}] {shown.replace('_', ' ')}"
     if event.phase == "queued" and event.queue_position is not None:
         return f"[{event.gpu}] queued, position {event.queue_position}"
     return f"[{event.gpu}] {event.phase}"

@@ -49,7 +49,7 @@ def test_a_remote_submission_is_followed_to_its_report_and_exits_zero(tmp_path: 
                      KERNELCUP_TOKEN=token_for(server.app, ALICE))
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"Submission #\d+ \(test\) of kernel.py accepted", done.stdout)
-    assert "[cpu] succeeded" in done.stdout  # the progress line, as in-process
+    assert "[cpu] finished" in done.stdout  # the progress line, as in-process
     assert "[cpu] ✅ all tests passed" in done.stdout  # the core's report
 
 
