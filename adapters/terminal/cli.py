@@ -21,6 +21,7 @@ from adapters.terminal.session import open_app, read_local_files, terminal_actor
 from core.app import Kernelcup
 from core.commands.registry import Command, Kind, commands
 from core.config import load_settings
+from core.db import check_reachable, upgrade
 from core.errors import StoreUnavailable, UserError
 from core.messages import Reply, Request
 
@@ -69,8 +70,10 @@ def serve(
 def db_upgrade() -> None:
     """Bring the database schema up to date (the bot also does this on start)."""
     out = Console(stderr=True)
-    try:
-        open_app(log_file=LOG_FILE)
+    url = load_settings().database_url
+    try:  # only the store: no runners, no GPU detection
+        check_reachable(url)
+        upgrade(url)
     except StoreUnavailable as exc:
         out.print(f"[red]{exc}[/red]")
         raise typer.Exit(EXIT_UNAVAILABLE) from exc

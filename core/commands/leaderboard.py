@@ -173,21 +173,25 @@ def mine_command(app: Kernelcup, request: Request) -> Reply:
         found = session.exec(query.order_by(col(Submission.id).desc()).limit(max(1, request.args["limit"]))).all()
         if not found:
             return Reply([Text("You have no submissions yet.", style="hint")], ephemeral=True)
-        rows = []
-        for submission, board_name in found:
-            jobs = session.exec(select(Job).where(Job.submission_id == submission.id)).all()
-            runs = {r.job_id: r for r in session.exec(select(Run).where(Run.submission_id == submission.id))}
-            outcome = "; ".join(
-                f"{j.gpu}: " + (
-                    ("passed " + format_seconds(runs[j.id].score)) if j.id in runs and runs[j.id].passed
-                    else ("failed" if j.id in runs else j.status)
-                )
-                for j in jobs
-            )
-            rows.append((f"#{submission.id}", board_name, submission.mode, submission.file_name,
-                         f"{as_utc(submission.created_at):%Y-%m-%d %H:%M}", outcome))
+        ids = [submission.id for submission, _ in found]
+        jobs_of: dict[int, list[Job]] = {}
+        for job in session.exec(select(Job).where(col(Job.submission_id).in_(ids)).order_by(col(Job.id))).all():
+            jobs_of.setdefault(job.submission_id, []).append(job)
+        runs = {run.job_id: run for run in session.exec(select(Run).where(col(Run.submission_id).in_(ids))).all()}
+        rows = [
+            (f"#{submission.id}", board_name, submission.mode, submission.file_name,
+             f"{as_utc(submission.created_at):%Y-%m-%d %H:%M}",
+             "; ".join(f"{j.gpu}: {_outcome(j, runs.get(j.id or 0))}" for j in jobs_of.get(submission.id or 0, [])))
+            for submission, board_name in found
+        ]
     return Reply([Table(("id", "leaderboard", "mode", "file", "submitted (UTC)", "outcome"), tuple(rows),
                         title="Your submissions")], ephemeral=True)
+
+
+def _outcome(job: Job, run: Run | None) -> str:
+    if run is None:
+        return job.status
+    return f"passed {format_seconds(run.score)}" if run.passed else "failed"
 
 
 @command(
