@@ -69,6 +69,7 @@ class Kernelcup:
     async def start(self) -> None:
         """Ready to serve: the shipped leaderboards on a fresh install, the workers, the schedule."""
         await asyncio.to_thread(self.sync_if_empty)
+        await self._each_runner("start")
         await self.pipeline.start()
         if self.scheduling is not None:
             await self.scheduling.start()
@@ -77,8 +78,16 @@ class Kernelcup:
         if self.scheduling is not None:
             await self.scheduling.stop()
         await self.pipeline.stop()
+        await self._each_runner("aclose")
         if self._announcing:
             await asyncio.wait(list(self._announcing), timeout=10)
+
+    async def _each_runner(self, hook: str) -> None:
+        """A runner's optional ``start``/``aclose`` (the local runner's standby harness)."""
+        for runner in self.runners.values():
+            method = getattr(runner, hook, None)
+            if method is not None:
+                await method()
 
     def reschedule(self, board_id: int | None = None) -> None:
         """A command changed a leaderboard (or all, ``None``): its deadline jobs follow the row."""

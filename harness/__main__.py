@@ -18,6 +18,7 @@ from types import FrameType
 from typing import TextIO
 
 from harness.process import WATCHDOG_ENV, harden_harness_process
+from harness.run import Prepared
 from harness.spec import (
     JobSpec,
     Mode,
@@ -56,12 +57,29 @@ def _unsigned_key(raw: str) -> tuple[str, str, Mode]:
         return "", "", Mode.TEST
 
 
+def _prepare() -> Prepared | None:
+    """Start the submission's process and import torch while the spec has not come yet.
+
+    Everything here is job-independent, so a runner can start the harness before it has a job
+    (a standby) and the job finds both processes warm. A failure here is reported with the job.
+    """
+    try:
+        from harness.run import prepare
+
+        prepared = prepare()
+        import harness.session  # noqa: F401  (torch, in parallel with the child's import)
+    except Exception:
+        return None
+    return prepared
+
+
 def main(stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
-    started = time.monotonic()
     harden_harness_process()
     _arm_watchdog()
     signal.signal(signal.SIGTERM, _on_sigterm)
+    prepared = _prepare()
     raw = stdin.read()
+    started = time.monotonic()  # the job's budget counts from its spec, not from a standby's start
     key, job_id, mode = _unsigned_key(raw)
 
     def emit(event: Progress) -> None:
@@ -74,7 +92,7 @@ def main(stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
         bytes.fromhex(key)
         from harness.run import run_job
 
-        result = run_job(spec, emit, started)
+        result = run_job(spec, emit, started, prepared)
     except (SpecError, ValueError) as exc:
         result = Result(job_id=job_id, mode=mode, status=Status.ERROR, verdict=f"bad job spec: {exc}")
     except Terminated as exc:
@@ -88,6 +106,10 @@ def main(stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
             files={"harness_traceback.txt": traceback.format_exc()},
         )
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if prepared is not None:  # a spec that did not parse never reached run_job
+        prepared.discard_child()
+        if prepared.workspace is not None:
+            prepared.workspace.cleanup()
     result.duration_s = time.monotonic() - started
     stdout.write(result_line(result, key) + "\n")
     stdout.flush()

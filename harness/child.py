@@ -5,6 +5,10 @@ stdout and stderr are pipes the harness drains. It never sees the job spec, the 
 or the result key: it learns each case's keyword arguments (with already-derived seeds) when
 it is told to run that case. Order matters: torch and every primitive the timer needs are
 captured before the submission is imported.
+
+It starts up (torch, the device, the timer) before it is told which job it serves: the harness
+may start it while it still waits for a job spec, so the job finds it warm. The ``load`` order
+then names the working directory, the submission file and the build-cache variables.
 """
 
 from __future__ import annotations
@@ -122,7 +126,7 @@ def _classify(exc: BaseException, oom_types: tuple[type[BaseException], ...]) ->
 
 
 def main(argv: list[str]) -> int:
-    sock_fd, parent_pid, workdir, submission_file, requested_device, userns = argv
+    sock_fd, parent_pid, requested_device, userns = argv
     _arm_watchdog()
     isolation = _enter_user_namespace() if userns == "1" else ""
     _die_with_parent(int(parent_pid))
@@ -130,7 +134,7 @@ def main(argv: list[str]) -> int:
 
     channel = Channel(socket.socket(fileno=int(sock_fd)))
     try:
-        return _serve(channel, Path(workdir), submission_file, requested_device, isolation)
+        return _serve(channel, requested_device, isolation)
     except Exception as exc:  # the harness's own code failed in here: report, never hang
         print(_format_exception(exc), file=sys.stderr)
         with contextlib.suppress(OSError):
@@ -138,7 +142,9 @@ def main(argv: list[str]) -> int:
         return 71
 
 
-def _serve(channel: Any, workdir: Path, submission_file: str, requested_device: str, isolation: str) -> int:
+def _serve(channel: Any, requested_device: str, isolation: str) -> int:
+    """Start up (torch, the device, the timer), then wait for the job: the harness may start this
+    process before it has a job, so a job finds it warm."""
     import torch
 
     from harness import fingerprint as fp
@@ -151,13 +157,21 @@ def _serve(channel: Any, workdir: Path, submission_file: str, requested_device: 
             return 0
         device = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.init()  # type: ignore[no-untyped-call]
+        torch.empty(1, device=device)  # the context exists now, not at the first case
     else:
         device = torch.device("cpu")
         _poison_host_allocations()
     timer = timing.make_timer(device)
     synchronize = timer.synchronize
     oom_types: tuple[type[BaseException], ...] = (MemoryError, torch.cuda.OutOfMemoryError)
+    channel.send({"msg": "started", "device": device.type})
 
+    order, _ = channel.recv(max_payload=0)
+    if order.get("op") != "load":
+        return 0
+    workdir = Path(str(order["workdir"]))
+    submission_file = str(order["submission"])
+    os.environ.update({str(k): str(v) for k, v in dict(order.get("env") or {}).items()})
     os.chdir(workdir)
     try:
         problem = Problem(workdir)

@@ -1,21 +1,25 @@
 """Running one job: lay out the files, start the submission's process, run the mode, report.
 
 ``run_job`` never raises for anything a submission or a leaderboard can do; every way a run
-can end becomes a :class:`~harness.spec.Result` with a status and a one-line verdict. torch is
-imported only after the submission's process has started, so both imports overlap.
+can end becomes a :class:`~harness.spec.Result` with a status and a one-line verdict. The
+submission's process is started first (:func:`prepare`, before the spec is even read), so its
+torch import and CUDA start-up overlap the harness's own, and a runner that starts the harness
+ahead of a job finds both warm.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from harness import scoring
-from harness.process import Child, StreamCapture, child_environment, child_identity, spawn
+from harness.process import Child, Identity, StreamCapture, child_environment, child_identity, spawn
 from harness.seeds import SeedPlan
 from harness.spec import CaseResult, JobSpec, Mode, Progress, Result, Status
 from harness.verdict import RunEnded, describe_case, format_seconds
@@ -35,16 +39,61 @@ def reserve_s(timeout_s: float) -> float:
     return min(2.0, 0.1 * timeout_s)
 
 
-def run_job(spec: JobSpec, emit: Emit, started: float | None = None) -> Result:
-    """Run ``spec``; ``started`` is when the harness process began (the budget counts from it)."""
+@dataclass
+class Prepared:
+    """What the harness sets up before it has a job: the directories and a warm child.
+
+    A runner may start ``python -m harness`` ahead of the job (a standby), so by the time the
+    spec arrives the submission's process has imported torch and created its CUDA context.
+    Nothing of a job is in here: the child learns its job only from the ``load`` order.
+    """
+
+    identity: Identity
+    workspace: Workspace | None
+    child: Child | None
+    error: str = ""
+
+    def discard_child(self) -> None:
+        if self.child is not None:
+            with contextlib.suppress(OSError):
+                self.child.channel.send({"op": "exit"})
+            self.child.finish()
+            self.child = None
+
+
+def prepare(device: str = "auto") -> Prepared:
+    """Lay out empty directories and start the submission's process in them, for ``device``."""
+    identity = child_identity()
+    try:
+        workspace = Workspace.prepare(identity)
+    except OSError as exc:
+        return Prepared(identity, None, None, f"could not create the job's directories: {exc}")
+    try:
+        child = start_python_child(workspace, device)
+    except OSError as exc:
+        return Prepared(identity, workspace, None, f"could not start the submission's process: {exc}")
+    return Prepared(identity, workspace, child)
+
+
+def run_job(spec: JobSpec, emit: Emit, started: float | None = None, prepared: Prepared | None = None) -> Result:
+    """Run ``spec``; ``started`` is when the spec arrived (the budget counts from it)."""
     started = time.monotonic() if started is None else started
     result = Result(job_id=spec.job_id, mode=spec.mode, status=Status.ERROR, verdict="")
     deadline = started + spec.timeout_s - reserve_s(spec.timeout_s)
-    identity = child_identity()
-    result.system.isolation = identity.description
+    prepared = prepared or prepare(spec.device)
+    result.system.isolation = prepared.identity.description
+    workspace = prepared.workspace
+    if workspace is None or (prepared.error and spec.task.lang == "py"):
+        prepared.discard_child()
+        if workspace is not None:
+            workspace.cleanup()
+        result.verdict = prepared.error
+        return result
     try:
-        workspace = Workspace.create(spec, identity)
+        workspace.fill(spec)
     except (WorkspaceError, OSError) as exc:
+        prepared.discard_child()
+        workspace.cleanup()
         result.verdict = f"could not lay out the leaderboard's files: {exc}"
         return result
     try:
@@ -53,15 +102,17 @@ def run_job(spec: JobSpec, emit: Emit, started: float | None = None) -> Result:
         if spec.task.lang == "cu":
             from harness import cuda_eval
 
+            prepared.discard_child()  # the compiled binary is the submission's process
             cuda_eval.run(spec, workspace, result, emit, deadline)
         elif spec.task.lang == "py":
-            _run_python(spec, workspace, result, emit, deadline)
+            _run_python(spec, workspace, prepared, result, emit, deadline)
         else:
             raise RunEnded(Status.ERROR, f"unknown leaderboard language {spec.task.lang!r}")
     except RunEnded as ended:
         result.status = ended.status
         result.verdict = ended.verdict
     finally:
+        prepared.discard_child()
         workspace.cleanup()
         result.duration_s = time.monotonic() - started
     return result
@@ -78,16 +129,8 @@ def attach_output(result: Result, stdout: StreamCapture, stderr: StreamCapture) 
         setattr(result, name, text)
 
 
-def start_python_child(spec: JobSpec, workspace: Workspace, extra_env: dict[str, str] | None = None) -> Child:
-    key = spec.files[spec.submission_name]
-    env = child_environment(
-        workspace.home,
-        {
-            "TORCH_EXTENSIONS_DIR": str(workspace.build_cache("torch_extensions", key)),
-            "TRITON_CACHE_DIR": str(workspace.build_cache("triton", key)),
-            **(extra_env or {}),
-        },
-    )
+def start_python_child(workspace: Workspace, device: str) -> Child:
+    """Start the submission's process in ``workspace`` for ``device``; it waits for ``load``."""
     command = [
         sys.executable,
         "-P",
@@ -95,20 +138,48 @@ def start_python_child(spec: JobSpec, workspace: Workspace, extra_env: dict[str,
         "harness.child",
         "{fd}",
         str(os.getpid()),
-        str(workspace.work),
-        spec.submission_name,
-        spec.device,
+        device,
         "1" if workspace.identity.userns else "0",
     ]
-    return spawn(command, workspace.work, workspace.identity, env)
+    return spawn(command, workspace.work, workspace.identity, child_environment(workspace.home, {}))
 
 
-def _run_python(spec: JobSpec, workspace: Workspace, result: Result, emit: Emit, deadline: float) -> None:
-    child = start_python_child(spec, workspace)
+def _load_order(spec: JobSpec, workspace: Workspace) -> dict[str, Any]:
+    """The child's ``load`` order: where the job is, and the per-submission build caches."""
+    key = spec.files[spec.submission_name]
+    return {
+        "op": "load",
+        "workdir": str(workspace.work),
+        "submission": spec.submission_name,
+        "env": {
+            "TORCH_EXTENSIONS_DIR": str(workspace.build_cache("torch_extensions", key)),
+            "TRITON_CACHE_DIR": str(workspace.build_cache("triton", key)),
+            # Triton's autotuner keeps its choice in that cache: a submission re-run on this
+            # machine (a repeat, the final standings) runs the configuration it chose before.
+            "TRITON_CACHE_AUTOTUNING": "1",
+        },
+    }
+
+
+def _wanted(spec_device: str, started: str) -> bool:
+    return spec_device == "auto" or spec_device == started
+
+
+def _run_python(
+    spec: JobSpec, workspace: Workspace, prepared: Prepared, result: Result, emit: Emit, deadline: float
+) -> None:
     from harness.session import Session
 
+    child = prepared.child or start_python_child(workspace, spec.device)
+    prepared.child = child
     session = Session(child, deadline, spec.timeout_s, device="cpu")
     try:
+        if not _wanted(spec.device, session.wait_started()):  # a standby started for another device
+            prepared.discard_child()
+            child = prepared.child = start_python_child(workspace, spec.device)
+            session = Session(child, deadline, spec.timeout_s, device="cpu")
+            session.wait_started()
+        session.load(_load_order(spec, workspace))
         from harness.problem import Problem, ProblemError
 
         try:
@@ -146,6 +217,7 @@ def _run_python(spec: JobSpec, workspace: Workspace, result: Result, emit: Emit,
     finally:
         session.exit()
         child.finish()
+        prepared.child = None
         session.close()
         attach_output(result, child.stdout, child.stderr)
 

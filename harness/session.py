@@ -109,6 +109,16 @@ class Session:
 
     # --- orders --------------------------------------------------------------------------------
 
+    def wait_started(self) -> str:
+        """Wait until the child has started up; the device it runs on ("cuda" or "cpu")."""
+        self.activity = "while starting"
+        message, _ = self._expect("started")
+        return str(message.get("device", ""))
+
+    def load(self, order: Message) -> None:
+        """Hand the started child its job: the directory, the submission, the build caches."""
+        self._send(order)
+
     def wait_ready(self) -> None:
         self.activity = "while starting"
         self._expect("loading")

@@ -61,6 +61,13 @@ class Workspace:
 
     @classmethod
     def create(cls, spec: JobSpec, identity: Identity) -> Workspace:
+        workspace = cls.prepare(identity)
+        workspace.fill(spec)
+        return workspace
+
+    @classmethod
+    def prepare(cls, identity: Identity) -> Workspace:
+        """The empty directories, before the job is known (the child can start in them)."""
         base = Path(tempfile.mkdtemp(prefix="kernelcup-"))
         base.chmod(0o711)
         workspace = cls(base, base / "harness", base / "work", base / "home", identity)
@@ -68,19 +75,23 @@ class Workspace:
         workspace.work.mkdir()
         workspace.home.mkdir()
         (workspace.home / "tmp").mkdir()
+        workspace.give_to_child(workspace.work)
+        workspace.give_to_child(workspace.home)
+        return workspace
+
+    def fill(self, spec: JobSpec) -> None:
+        """Lay out the job's files: all of them in ``work/``, the leaderboard's in ``harness/``."""
         for name, content in spec.files.items():
             relative = _safe_name(name)
-            targets = [workspace.work]
+            targets = [self.work]
             if name != spec.submission_name:
-                targets.append(workspace.harness_dir)
+                targets.append(self.harness_dir)
             for root in targets:
                 target = root / relative
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(content)
                 target.chmod(0o644)
-        workspace.give_to_child(workspace.work)
-        workspace.give_to_child(workspace.home)
-        return workspace
+        self.give_to_child(self.work)
 
     def give_to_child(self, path: Path) -> None:
         """Make ``path`` (and what is under it) the child's, when it runs under another uid."""

@@ -3,6 +3,11 @@
 The harness gets the spec on stdin and nothing else of ours: a fresh working directory, an
 environment with no tokens or database URL, and its own process group, so a cancel or a
 timeout kills the harness and every process the submission started.
+
+On a GPU the runner keeps one harness started ahead of the next job (``runners.local.standby``
+in config): it imports torch and starts the submission's process, both with their CUDA
+contexts, then waits for a spec on stdin. A job takes it and the next one is started when that
+job ends, never while one is being timed. Every job still gets its own fresh processes.
 """
 
 from __future__ import annotations
@@ -14,9 +19,11 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
+from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
@@ -38,6 +45,7 @@ STDERR_KEEP_BYTES = 64 * 1024
 STDERR_TAIL_LINES = 20
 MAX_LINE_BYTES = 64 * 1024 * 1024  # the result line carries logs and profile reports
 EXIT_GRACE_S = 5.0
+STANDBY_MAX_AGE_S = 1800.0  # an older standby is replaced: a long-idle machine may have changed
 
 
 def harness_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -73,6 +81,22 @@ def detect_gpu(registry: Sequence[str], query: Sequence[str] | None = None) -> s
     return None
 
 
+@dataclass
+class _Harness:
+    process: asyncio.subprocess.Process
+    workdir: str
+    born: float
+
+
+def standby_count(settings: Settings | None, gpu: str) -> int:
+    """Harnesses kept started ahead of jobs: config ``runners.local.standby`` (``auto``: one on a
+    GPU, none on the CPU, where the saved start-up is small and CI runs)."""
+    value = (settings.runners.get("local", {}) if settings else {}).get("standby", "auto")
+    if value == "auto":
+        return 0 if gpu == "cpu" else 1
+    return max(0, min(1, int(value)))
+
+
 class LocalRunner:
     name = "local"
 
@@ -82,21 +106,31 @@ class LocalRunner:
         *,
         harness_command: Sequence[str] | None = None,  # tests run a fake harness script
         gpu: str | None = None,  # skips detection
+        standby: int | None = None,  # overrides config
     ) -> None:
         self._command = list(harness_command or [sys.executable, "-m", "harness"])
         registry = list(settings.gpus) if settings else []
         self._gpu = gpu or detect_gpu(registry) or "cpu"
         self._processes: dict[int, asyncio.subprocess.Process] = {}
         self._cancelled: set[int] = set()
+        self._standby_wanted = standby_count(settings, self._gpu) if standby is None else standby
+        self._standby: _Harness | None = None
+        self._closed = False
 
-    def gpus(self) -> list[str]:
-        return [self._gpu]
+    async def start(self) -> None:
+        """Start the first standby harness (called when the bot starts)."""
+        self._closed = False
+        await self._refill()
 
-    async def run(
-        self, spec: JobSpec, context: RunContext, on_progress: ProgressCallback
-    ) -> Result:
-        workdir = tempfile.mkdtemp(prefix=f"kernelcup-job{context.job_id}-")
-        stderr: deque[bytes] = deque()
+    async def aclose(self) -> None:
+        """Stop the standby harness (called when the bot stops)."""
+        self._closed = True
+        standby, self._standby = self._standby, None
+        if standby is not None:
+            await _discard(standby)
+
+    async def _spawn(self, prefix: str) -> _Harness:
+        workdir = tempfile.mkdtemp(prefix=prefix)
         try:
             process = await asyncio.create_subprocess_exec(
                 *self._command,
@@ -111,6 +145,40 @@ class LocalRunner:
         except OSError as exc:
             shutil.rmtree(workdir, ignore_errors=True)
             raise RunnerError(f"could not start the harness ({self._command[0]}): {exc}") from exc
+        return _Harness(process, workdir, time.monotonic())
+
+    async def _take(self, job_id: int) -> _Harness:
+        """The standby harness if it is alive and fresh, else a new one."""
+        standby, self._standby = self._standby, None
+        if standby is not None:
+            if standby.process.returncode is None and time.monotonic() - standby.born < STANDBY_MAX_AGE_S:
+                log.debug("job takes the standby harness", job_id=job_id, pid=standby.process.pid)
+                return standby
+            await _discard(standby)
+        return await self._spawn(f"kernelcup-job{job_id}-")
+
+    async def _refill(self) -> None:
+        if self._closed or self._standby is not None or self._standby_wanted < 1:
+            return
+        try:
+            self._standby = await self._spawn("kernelcup-standby-")
+        except RunnerError as exc:
+            log.warning("no standby harness", error=str(exc))
+
+    @property
+    def standby_pid(self) -> int | None:
+        """The process id of the harness waiting for the next job, if one is."""
+        return self._standby.process.pid if self._standby is not None else None
+
+    def gpus(self) -> list[str]:
+        return [self._gpu]
+
+    async def run(
+        self, spec: JobSpec, context: RunContext, on_progress: ProgressCallback
+    ) -> Result:
+        stderr: deque[bytes] = deque()
+        harness = await self._take(context.job_id)
+        process, workdir = harness.process, harness.workdir
         self._processes[context.job_id] = process
         stderr_reader = asyncio.create_task(_keep_tail(process, stderr))
         try:
@@ -134,6 +202,7 @@ class LocalRunner:
                 await asyncio.wait_for(_reap(process, stderr_reader), EXIT_GRACE_S)
             stderr_reader.cancel()
             await asyncio.to_thread(shutil.rmtree, workdir, True)
+            await self._refill()  # after the job: at concurrency 1 it never starts beside a timed one
         if result is not None:
             return result
         if context.job_id in self._cancelled:
@@ -206,6 +275,13 @@ def _no_result(returncode: int | None, stderr: deque[bytes]) -> str:
             name = f"signal {-returncode}"
         return f"the harness was killed by {name} without a result{tail}"
     return f"the harness exited with code {returncode} without a result{tail}"
+
+
+async def _discard(harness: _Harness) -> None:
+    _kill_group(harness.process)
+    with suppress(TimeoutError, ProcessLookupError):
+        await asyncio.wait_for(harness.process.communicate(), EXIT_GRACE_S)
+    await asyncio.to_thread(shutil.rmtree, harness.workdir, True)
 
 
 def _kill_group(process: asyncio.subprocess.Process) -> None:

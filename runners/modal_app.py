@@ -57,20 +57,19 @@ class GpuFunction:
     scaledown_s: int = 60
 
 
-def run_harness(
-    spec_json: str,
-    kill_after_s: float,
-    report: Callable[[str], None] | None = None,
-    command: list[str] | None = None,
-) -> dict[str, Any]:
-    """Run ``python -m harness`` on one spec; its stdout lines, exit code and stderr's tail.
+@dataclass
+class _Started:
+    process: subprocess.Popen[str]
+    workdir: str
 
-    ``kill_after_s`` (from core.timeouts) exceeds the harness's own limit, so normally the harness
-    reports its own timeout; this kill is for a harness that hangs. Progress lines go to
-    ``report`` as they come.
-    """
+
+# One harness started ahead of the container's next call (torch imported, CUDA contexts up): a
+# container serves one call at a time and stays warm for ``scaledown_s`` between calls.
+_standby: list[_Started] = []
+
+
+def _start(command: list[str] | None) -> _Started:
     root = str(Path(__file__).resolve().parent.parent)  # where `harness` is importable from
-    # Only what the harness needs, as runners.local passes: never a Modal token or our table.
     env = {k: v for k, v in os.environ.items() if k in PASSED_ENV or k.startswith(PASSED_ENV_PREFIXES)}
     env["PYTHONPATH"] = root
     env["PYTHONUNBUFFERED"] = "1"
@@ -85,6 +84,34 @@ def run_harness(
         cwd=workdir,
         start_new_session=True,
     )
+    return _Started(process, workdir)
+
+
+def _take(command: list[str] | None) -> _Started:
+    while _standby:
+        started = _standby.pop()
+        if started.process.poll() is None:
+            return started
+        shutil.rmtree(started.workdir, ignore_errors=True)
+    return _start(command)
+
+
+def run_harness(
+    spec_json: str,
+    kill_after_s: float,
+    report: Callable[[str], None] | None = None,
+    command: list[str] | None = None,
+    standby: bool = False,
+) -> dict[str, Any]:
+    """Run ``python -m harness`` on one spec; its stdout lines, exit code and stderr's tail.
+
+    ``kill_after_s`` (from core.timeouts) exceeds the harness's own limit, so normally the harness
+    reports its own timeout; this kill is for a harness that hangs. Progress lines go to
+    ``report`` as they come. With ``standby`` the call takes the harness started after the
+    previous call, if one is waiting, and starts the next one when it is done.
+    """
+    started = _take(command) if standby else _start(command)
+    process, workdir = started.process, started.workdir
     lines: list[str] = []
     stderr: list[str] = []
     # Drained beside stdout: a full stderr pipe would block the harness.
@@ -109,6 +136,9 @@ def run_harness(
             process.wait()
         drain.join()
         shutil.rmtree(workdir, ignore_errors=True)
+    if standby:
+        with suppress(OSError):
+            _standby.append(_start(command))
     return {"lines": lines, "returncode": process.returncode, "stderr": "".join(stderr)[-STDERR_KEEP_CHARS:]}
 
 
@@ -138,7 +168,9 @@ def _report_to_dict(line: str) -> None:
 
 def run_job(spec_json: str, kill_after_s: float) -> dict[str, Any]:
     """The GPU function's body (the same for every card)."""
-    return run_harness(spec_json, kill_after_s, report=None if modal.is_local() else _report_to_dict)
+    return run_harness(
+        spec_json, kill_after_s, report=None if modal.is_local() else _report_to_dict, standby=not modal.is_local()
+    )
 
 
 def _deployment() -> dict[str, Any]:

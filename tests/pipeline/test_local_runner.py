@@ -162,6 +162,49 @@ def test_the_gpu_is_named_as_in_the_registry_longest_match_first(tmp_path: Path)
     assert detect_gpu(registry, ["/nonexistent/nvidia-smi"]) is None
 
 
+async def test_a_standby_harness_takes_the_next_job_and_another_starts_after_it() -> None:
+    runner = LocalRunner(harness_command=fake_harness("pid"), gpu="cpu", standby=1)
+    await runner.start()
+    try:
+        first = runner.standby_pid
+        assert first is not None
+        result, _ = await run(runner, job_id=1)
+        assert result.status is Status.PASSED and result.stdout == str(first)
+        second = runner.standby_pid  # started once the job had ended
+        assert second is not None and second != first
+        result, _ = await run(runner, job_id=2)
+        assert result.stdout == str(second)
+    finally:
+        await runner.aclose()
+    assert runner.standby_pid is None
+    await asyncio.sleep(0.2)
+    assert not alive(second)
+
+
+async def test_a_dead_standby_is_replaced_by_a_fresh_harness() -> None:
+    runner = LocalRunner(harness_command=fake_harness("pid"), gpu="cpu", standby=1)
+    await runner.start()
+    try:
+        dead = runner.standby_pid
+        assert dead is not None
+        os.kill(dead, 9)
+        await asyncio.sleep(0.3)
+        result, _ = await run(runner)
+        assert result.status is Status.PASSED and result.stdout not in ("", str(dead))
+    finally:
+        await runner.aclose()
+
+
+def test_standby_defaults_to_one_on_a_gpu_and_none_on_the_cpu() -> None:
+    settings = make_settings(runner="local")
+    assert LocalRunner(settings, gpu="cpu").standby_pid is None
+    from runners.local import standby_count
+
+    assert (standby_count(settings, "cpu"), standby_count(settings, "H100")) == (0, 1)
+    settings.runners["local"]["standby"] = 0
+    assert standby_count(settings, "H100") == 0
+
+
 def test_without_a_gpu_the_local_runner_serves_cpu() -> None:
     if detect_gpu(["H100", "H200", "A100", "L4", "T4", "B200"]) is not None:
         pytest.skip("this machine has a GPU")

@@ -92,6 +92,25 @@ def test_a_hanging_harness_is_killed_at_the_remote_limit() -> None:
     assert output["returncode"] == -9 and output["lines"] == ["started"]
 
 
+def test_a_warm_container_hands_each_call_the_harness_started_after_the_last() -> None:
+    pid = [sys.executable, "-c", "import os, sys; sys.stdin.read(); print(os.getpid())"]
+    modal_app._standby.clear()
+    try:
+        first = modal_app.run_harness("{}", 10.0, command=pid, standby=True)
+        waiting = modal_app._standby[0].process.pid
+        second = modal_app.run_harness("{}", 10.0, command=pid, standby=True)
+        assert second["lines"] == [str(waiting)] and first["lines"] != second["lines"]
+        modal_app._standby[0].process.kill()  # a standby that died is skipped, not used
+        modal_app._standby[0].process.wait()
+        third = modal_app.run_harness("{}", 10.0, command=pid, standby=True)
+        assert third["returncode"] == 0 and third["lines"][0].isdigit()
+    finally:
+        for started in modal_app._standby:
+            started.process.kill()
+            started.process.wait()
+        modal_app._standby.clear()
+
+
 def test_the_harness_gets_none_of_the_bots_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
     secret = secrets.token_hex(8)
     monkeypatch.setenv("DISCORD_TOKEN", secret)
