@@ -37,11 +37,14 @@ BASELINE_CALLS = 10
 NOOP_SHARE = 0.1
 HIDDEN_MIN_NS = 3_000.0  # hidden work below this is indistinguishable from sync jitter
 HIDDEN_FRACTION = 0.05
-CLOCK_SLACK_NS = 100_000.0  # tolerated excess of unexplained time per call...
+# Tolerated excess of unexplained time per call... (honest runs on an H200 now and then showed
+# 100-210 µs of host-side jitter outside the timed window: 100 µs gave false alarms)
+CLOCK_SLACK_NS = 250_000.0
 CLOCK_SLACK_FRACTION = 0.25  # ...or this fraction of the call's wall time
 # On a shared CPU the scheduler preempts a process more right after it burned CPU (the timed
 # call), which stretches the untimed part of busy calls only: CPU runs (CI) get more slack.
 CLOCK_SLACK_FRACTION_CPU = 1.0
+CLOCK_SLACK_NS_CPU = 1_500_000.0  # a 2-core CI box showed up to ~620 µs of such jitter
 FLOOR_TOLERANCE = 0.9  # vendor peaks are nominal: allow 10% above them before failing
 # ``peak_tflops`` is the dense fp16/bf16 peak; fp8 or 2:4 sparsity can double it.
 COMPUTE_HEADROOM = 2.0
@@ -56,13 +59,44 @@ class Plan:
 
 
 BENCHMARK_PLAN = Plan(stats.StopRule(10, 10_000, 1.0, 0.02), 0.05, 0.5, 0.0)
-RANKED_PLAN = Plan(stats.StopRule(20, 20_000, 2.5, 0.005), 0.1, 1.0, 0.1)
+RANKED_PLAN = Plan(stats.StopRule(20, 20_000, 1.5, 0.005), 0.1, 1.0, 0.1)
+# Ranked runs time every case in two rounds, one pass over all cases after the other, so a
+# slow spell of the machine (a clock dip, a neighbour) lands in one round of one case. Rounds
+# whose medians differ by more than this get a third, and the round farthest off is dropped.
+RANKED_ROUNDS = 2
+ROUND_AGREEMENT = 0.01
 
 
 @dataclass
 class CaseTiming:
     result: CaseResult
     median_s: float
+    times: list[float] = dataclasses.field(default_factory=list)  # per-call ns, as judged
+    note: str = ""
+
+
+def rounds_agree(rounds: list[CaseTiming]) -> bool:
+    medians = [r.median_s for r in rounds]
+    return max(medians) - min(medians) <= ROUND_AGREEMENT * min(medians)
+
+
+def combine_rounds(
+    rounds: list[CaseTiming], problem: Problem, case: Case, gpu: GpuInfo, device: str, label: str, l2_bytes: int
+) -> CaseTiming:
+    """One case's result from its rounds: all samples pooled, without the round farthest from
+    the others when there are three."""
+    if len(rounds) == 1:
+        return rounds[0]
+    kept = list(rounds)
+    if len(kept) >= 3:
+        middle = stats.median(sorted(r.median_s for r in kept))
+        kept.remove(max(kept, key=lambda r: abs(r.median_s - middle)))
+    times = [t for r in kept for t in r.times]
+    note = "; ".join(dict.fromkeys(r.note for r in kept if r.note))
+    summary = stats.summarize(times)
+    result = stats.case_result(case, summary, note)
+    _roofline(result, problem, case, gpu, device, label, l2_bytes)
+    return CaseTiming(result, summary.median * 1e-9, times, note)
 
 
 def time_case(
@@ -76,15 +110,19 @@ def time_case(
     gpu: GpuInfo,
     max_payload: int,
     rng: random.Random,
+    round_index: int = 0,
 ) -> CaseTiming:
-    """Time one case within ``seconds``; raise :class:`RunEnded` if it fails a check."""
+    """Time one case within ``seconds``; raise :class:`RunEnded` if it fails a check.
+
+    Each round draws its own inputs: a submission that remembers answers learns nothing."""
     begun = time.monotonic()
+    tag = f"-round{round_index}" if round_index else ""
     session.activity = f"while warming up {label}"
     warm_s = min(plan.warmup_max_s, max(0.0, seconds * 0.3))
-    session.warm_up(seeds.case(case, "warmup"), min(plan.warmup_min_s, warm_s), warm_s)
+    session.warm_up(seeds.case(case, "warmup" + tag), min(plan.warmup_min_s, warm_s), warm_s)
 
     session.activity = f"while calibrating {label}"
-    baseline = [session.time_call(seeds.case(case, "baseline", i), noop=True) for i in range(BASELINE_CALLS)]
+    baseline = [session.time_call(seeds.case(case, "baseline" + tag, i), noop=True) for i in range(BASELINE_CALLS)]
 
     session.activity = f"in {label}"
     readings: list[Timed] = []
@@ -93,9 +131,9 @@ def time_case(
     index = 0
     while True:
         if rng.random() < NOOP_SHARE:  # no-op calls throughout, so both see the same conditions
-            baseline.append(session.time_call(seeds.case(case, "baseline", len(baseline)), noop=True))
+            baseline.append(session.time_call(seeds.case(case, "baseline" + tag, len(baseline)), noop=True))
             continue
-        kwargs = seeds.case(case, "bench", index)
+        kwargs = seeds.case(case, "bench" + tag, index)
         readings.append(session.time_call(kwargs))
         if index == 0 or rng.random() < plan.recheck_probability:
             _recheck(session, problem, kwargs, label, index, max_payload)
@@ -109,14 +147,23 @@ def time_case(
             break
 
     times, note = _times(readings, baseline, session.device)
+    on_gpu = session.device == "cuda"
     _check_clock(
-        readings, baseline, label, CLOCK_SLACK_FRACTION if session.device == "cuda" else CLOCK_SLACK_FRACTION_CPU
+        readings,
+        baseline,
+        label,
+        CLOCK_SLACK_NS if on_gpu else CLOCK_SLACK_NS_CPU,
+        CLOCK_SLACK_FRACTION if on_gpu else CLOCK_SLACK_FRACTION_CPU,
     )
     summary = stats.summarize(times)
     result = stats.case_result(case, summary, note)
+    _roofline(result, problem, case, gpu, session.device, label, l2_of(session))
+    return CaseTiming(result, summary.median * 1e-9, times, note)
+
+
+def l2_of(session: Session) -> int:
     l2_bytes = session.info.get("l2_bytes", 0)
-    _roofline(result, problem, case, gpu, session.device, label, int(l2_bytes) if isinstance(l2_bytes, int) else 0)
-    return CaseTiming(result, summary.median * 1e-9)
+    return int(l2_bytes) if isinstance(l2_bytes, int) else 0
 
 
 def _recheck(session: Session, problem: Problem, kwargs: Case, label: str, index: int, max_payload: int) -> None:
@@ -160,14 +207,14 @@ def _times(readings: list[Timed], baseline: list[Timed], device: str) -> tuple[l
     return events, ""
 
 
-def _check_clock(readings: list[Timed], baseline: list[Timed], label: str, fraction: float) -> None:
+def _check_clock(readings: list[Timed], baseline: list[Timed], label: str, slack_ns: float, fraction: float) -> None:
     """Fail when the harness's clock saw much more time than the child reported."""
     idle = [b.window_ns - b.wall_ns for b in baseline]
     busy = [r.window_ns - r.wall_ns for r in readings]
     overhead0, overhead = _median(idle), _median(busy)
     noise = 4.0 * (_median_error(idle) ** 2 + _median_error(busy) ** 2) ** 0.5
     wall = _median([r.wall_ns for r in readings])
-    if overhead - overhead0 > max(CLOCK_SLACK_NS, fraction * wall, noise):
+    if overhead - overhead0 > max(slack_ns, fraction * wall, noise):
         raise RunEnded(
             Status.FAILED,
             f"{label}: the harness's clock saw {(overhead - overhead0) / 1000:.0f} µs per call "

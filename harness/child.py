@@ -54,14 +54,17 @@ def _arm_watchdog() -> None:
 
 
 def _die_with_parent(parent_pid: int) -> None:
-    """SIGKILL this process when the harness dies, even by SIGKILL (Linux only)."""
+    """SIGKILL this process when its parent dies, even by SIGKILL (Linux only).
+
+    ``parent_pid`` is the harness's, checked in case it died first; 0 when a tool (ncu) sits
+    between the harness and this process."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         pr_set_pdeathsig = 1
         libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
         pass
-    if os.getppid() != parent_pid:  # the harness died before the prctl above
+    if parent_pid > 0 and os.getppid() != parent_pid:  # the harness died before the prctl above
         os._exit(70)
 
 
@@ -86,17 +89,31 @@ def _poison_cuda_cache(nbytes: int) -> None:
 
     Before a checked call: tensors the submission then allocates and leaves partly unwritten
     read as NaN instead of stale data. Large blocks come from one poisoned segment of about
-    ``nbytes``, small ones (under 1 MiB, their own pool) from poisoned 2 MiB segments.
+    ``nbytes``, small ones (under 1 MiB, their own pool) from poisoned 2 MiB segments; and every
+    block already free in the cache (the inputs' neighbours, the fingerprint's temporaries) is
+    taken at its exact size and filled, since the allocator hands out the best fit first.
     """
     import torch
 
     torch.cuda.empty_cache()
     free, _ = torch.cuda.mem_get_info()
     size = max(64 << 20, min(nbytes, free // 4))
-    large = torch.empty(size, dtype=torch.uint8, device="cuda")
-    large.fill_(0xFF)
-    small = [torch.empty(512 << 10, dtype=torch.uint8, device="cuda").fill_(0xFF) for _ in range(32)]
-    del large, small
+    held = [torch.empty(size, dtype=torch.uint8, device="cuda")]
+    held += [torch.empty(512 << 10, dtype=torch.uint8, device="cuda") for _ in range(32)]
+    sizes = [
+        int(block["size"])
+        for segment in torch.cuda.memory_snapshot()  # type: ignore[no-untyped-call]
+        for block in segment.get("blocks", [])
+        if block.get("state") == "inactive" and int(block.get("size", 0)) > 0
+    ]
+    for block_size in sorted(sizes, reverse=True)[:4096]:
+        try:
+            held.append(torch.empty(block_size, dtype=torch.uint8, device="cuda"))
+        except RuntimeError:  # out of memory: what is held is poisoned, that is enough
+            break
+    for tensor in held:
+        tensor.fill_(0xFF)
+    del held
 
 
 def _nbytes(data: Any) -> int:
@@ -249,11 +266,11 @@ def _serve(channel: Any, requested_device: str, isolation: str) -> int:
                 return 0
             if op == "run":
                 kept = None
-                if device.type == "cuda":
-                    _poison_cuda_cache(3 * last_input_bytes)
                 data = generate(message)
                 last_input_bytes = _nbytes(data)
                 data_print = fp.fingerprint(data)
+                if device.type == "cuda":  # after the fingerprint: its temporaries are freed too
+                    _poison_cuda_cache(3 * last_input_bytes)
                 synchronize()
                 output = kernel(data)
                 synchronize()

@@ -109,7 +109,9 @@ def _child_command(
         tool,
         only,
         userns,
-        str(os.getpid()),
+        # Under ncu the parent is ncu, not the harness: "0" skips the parent check (ncu dies
+        # with the harness's process group, and takes this process with it).
+        str(os.getpid()) if tool != "ncu" else "0",
     ]
 
 

@@ -22,13 +22,14 @@ On a machine with CUDA (and ncu for the fidelity section), from the repository r
 
 Sections run in that order and are skipped, with a note, once ``--budget-s`` is spent. Results
 go under ``$OUT`` (default ``./gpu-out``): ``gpu_report.md`` (the tables, also printed at the
-end), ``gpu_results.json`` and every harness result under ``runs/``.
+end), ``gpu_results.json`` and every harness result in ``runs.jsonl``.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import io
 import json
 import math
@@ -82,7 +83,7 @@ class Report:
         self.budget_s = budget_s
         self.records: dict[str, list[dict[str, Any]]] = {}
         self.notes: list[str] = []
-        (out / "runs").mkdir(parents=True, exist_ok=True)
+        (out / "runs.jsonl").write_text("")  # every harness result, one JSON line per run
 
     def left(self) -> float:
         return self.budget_s - (time.monotonic() - self.started)
@@ -132,9 +133,14 @@ def gpu_info() -> GpuInfo:
     return GpuInfo(name=name)
 
 
+BOARDS: set[str] = set()  # --boards: only these leaderboards (empty: all)
+
+
 def solutions() -> list[dict[str, Any]]:
     found = []
     for folder in sorted(p for p in SHIPPED.iterdir() if (p / "task.yml").is_file()):
+        if BOARDS and folder.name not in BOARDS:
+            continue
         for path in sorted((folder / "solutions").glob("*")):
             if path.suffix in (".py", ".cu"):
                 headers = dict(HEADER.findall(path.read_text()))
@@ -166,7 +172,8 @@ def run(report: Report, name: str, spec: JobSpec, env: dict[str, str] | None = N
     if outcome.result is None:
         report.notes.append(f"{name}: no result line; harness stderr: {outcome.stderr[-400:]}")
         return None, wall
-    (report.out / "runs" / f"{safe}.json").write_text(outcome.result.to_json())
+    with (report.out / "runs.jsonl").open("a") as runs:
+        runs.write(json.dumps({"name": safe, "wall_s": wall, "result": json.loads(outcome.result.to_json())}) + "\n")
     if "CUDA IPC unavailable" in outcome.result.stderr:
         report.notes.append(f"{name}: CUDA IPC was unavailable; outputs went through the host")
     return outcome.result, wall
@@ -392,7 +399,13 @@ def _ncu_medians(ncu: str, spec: JobSpec, state: str, calls: int, timeout_s: flo
             str(calls),
             state,
         ]
-        completed = subprocess.run(command, capture_output=True, text=True, timeout=max(60, timeout_s))
+        # The harness's Triton cache for this submission: an autotuned kernel runs the very
+        # configuration the harness timed, not one this process would pick again.
+        source = spec.files[spec.submission_name]
+        digest = hashlib.sha256(source.encode()).hexdigest()[:32]
+        triton_dir = Path(CACHE_ENV["KERNELCUP_CACHE_DIR"]) / "triton" / digest
+        env = {**os.environ, "TRITON_CACHE_DIR": str(triton_dir), "TRITON_CACHE_AUTOTUNING": "1"}
+        completed = subprocess.run(command, capture_output=True, text=True, timeout=max(60, timeout_s), env=env)
         logged = log.read_text() if log.exists() else ""
         durations = _ncu_rows(logged if "gpu__time_duration.sum" in logged else completed.stdout)
     if completed.returncode != 0 or not durations or len(durations) % (calls * len(cases)):
@@ -515,7 +528,7 @@ def section_pytest(report: Report, state: dict[str, Any]) -> None:
     except ImportError:
         report.notes.append("pytest: not installed on this machine; section skipped")
         return
-    files = [f"tests/harness/test_harness_{n}.py" for n in ("verdicts", "hostile", "modes")]
+    files = [f"tests/harness/test_harness_{n}.py" for n in ("verdicts", "hostile", "modes", "standby")]
     completed = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *files],
         cwd=REPO,
@@ -545,7 +558,9 @@ def main() -> int:
     parser.add_argument("--sections", default=",".join(ALL_SECTIONS))
     parser.add_argument("--budget-s", type=float, default=540.0)
     parser.add_argument("--repeat-only", action="store_true", help="ranked: only one solution per leaderboard, twice")
+    parser.add_argument("--boards", default="", help="solutions and ranked: only these leaderboards (comma-separated)")
     args = parser.parse_args()
+    BOARDS.update(b for b in args.boards.split(",") if b)
     out = Path(os.environ.get("OUT") or "gpu-out").resolve()
     out.mkdir(parents=True, exist_ok=True)
     # Build caches stay out of $OUT: everything under it is copied back.

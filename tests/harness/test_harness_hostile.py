@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import (
+    DEVICE,
     LEADERBOARDS,
     REPO,
     HarnessRun,
@@ -21,6 +23,7 @@ from conftest import (
     submission,
 )
 
+from harness import timing
 from harness.spec import JobSpec, Mode, Result, Status, parse_line
 
 ADDMUL = LEADERBOARDS / "addmul"
@@ -102,8 +105,11 @@ def test_monkey_patched_timers_do_not_change_the_measured_time() -> None:
     spec = leaderboard_spec(ADDMUL, submission("timer_patch.py"), Mode.BENCHMARK, timeout_s=60)
     result = run_harness(spec).outcome()
     assert result.status is Status.PASSED, result.verdict
+    # It sleeps 2 ms per call on the host. On a GPU the events count GPU time, and the sleep
+    # kernel before the call hides host time up to timing.MAX_SLEEP_NS of it.
+    floor = 1.8e6 - (timing.MAX_SLEEP_NS if DEVICE == "cuda" else 0)
     for case in result.benchmarks:
-        assert case.median_ns is not None and case.median_ns > 1.8e6  # it sleeps 2 ms per call
+        assert case.median_ns is not None and case.median_ns > floor
 
 
 def test_tampering_with_the_harness_timer_object_fails_the_run() -> None:
@@ -136,7 +142,10 @@ def shared_dir(tmp_path: Path) -> Path:
     directory = tmp_path / "shared"
     directory.mkdir()
     directory.chmod(0o777)
-    tmp_path.chmod(0o755)
+    for parent in [tmp_path, *tmp_path.parents]:  # pytest's base is 0700: let others pass through
+        mode = parent.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            parent.chmod(mode | stat.S_IXOTH)
     return directory
 
 

@@ -240,3 +240,45 @@ def test_fingerprints_tell_different_data_apart() -> None:
 def test_results_carry_the_isolation_field_through_json() -> None:
     result = Result(job_id="j", mode="test", status="passed", verdict="ok", system=SystemInfo(isolation="x"))  # type: ignore[arg-type]
     assert Result.from_json(result.to_json()).system.isolation == "x"
+
+
+class _NoWork:
+    """A problem without flops/bytes: no roofline, so rounds combine on their samples alone."""
+
+    def work(self, case: dict[str, Any]) -> tuple[None, None]:
+        return None, None
+
+
+def _round(times: list[float]) -> Any:
+    from harness import benchmark
+
+    summary = stats.summarize(times)
+    return benchmark.CaseTiming(stats.case_result({"size": 1}, summary, ""), summary.median * 1e-9, times)
+
+
+def test_two_agreeing_rounds_pool_their_samples() -> None:
+    from harness import benchmark
+    from harness.spec import GpuInfo
+
+    first, second = _round([100.0, 101.0, 102.0]), _round([100.5, 101.5, 99.5])
+    assert benchmark.rounds_agree([first, second])
+    combined = benchmark.combine_rounds([first, second], _NoWork(), {"size": 1}, GpuInfo(), "cuda", "b", 0)  # type: ignore[arg-type]
+    assert combined.result.runs == 6 and combined.median_s == pytest.approx(100.75e-9)
+
+
+def test_a_round_caught_in_a_slow_spell_is_dropped_once_a_third_round_decides() -> None:
+    from harness import benchmark
+    from harness.spec import GpuInfo
+
+    slow = _round([110.0, 111.0, 112.0])  # 10% off: the machine had a slow spell
+    normal = [_round([100.0, 101.0, 102.0]), _round([100.2, 101.2, 100.8])]
+    assert not benchmark.rounds_agree([normal[0], slow])
+    combined = benchmark.combine_rounds([normal[0], slow, normal[1]], _NoWork(), {"size": 1}, GpuInfo(), "cuda", "b", 0)  # type: ignore[arg-type]
+    assert combined.result.runs == 6 and max(combined.times) < 105
+
+
+def test_each_round_draws_its_own_inputs() -> None:
+    plan = SeedPlan(secret=12345)
+    case = {"size": 8, "seed": 7}
+    seeds = {plan.case(case, purpose, 0)["seed"] for purpose in ("bench", "bench-round1", "bench-round2")}
+    assert len(seeds) == 3
