@@ -205,7 +205,10 @@ async def follow(
         while last and not all(event.finished for event in last.values()):
             wait = (max_quiet_poll_s if heard else poll_s) - (time.monotonic() - polled_at)
             try:
-                event = await asyncio.wait_for(subscription.get(), max(wait, 0.0))
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that
+                # arrives with an event, and a stopping bot would then wait for the job to end.
+                async with asyncio.timeout(max(wait, 0.0)):
+                    event = await subscription.get()
             except TimeoutError:
                 pass
             else:

@@ -119,7 +119,9 @@ class Submission(SQLModel, table=True):
     mode: str = Field(max_length=16)
     # Opaque, adapter-owned: where to deliver the outcome, so a restart can still answer.
     reply_to: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
-    delivered_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    # When a chat adapter delivered the final report (core.delivery); set once by a claiming
+    # ``UPDATE ... WHERE delivered_at IS NULL``. Indexed: each adapter start looks for the NULLs.
+    delivered_at: datetime | None = Field(default=None, index=True, sa_type=UTCDateTime)
     created_at: datetime = Field(default_factory=utcnow, index=True, sa_type=UTCDateTime)
 
 

@@ -44,7 +44,7 @@ CLOCK_SLACK_FRACTION = 0.25  # ...or this fraction of the call's wall time
 # On a shared CPU the scheduler preempts a process more right after it burned CPU (the timed
 # call), which stretches the untimed part of busy calls only: CPU runs (CI) get more slack.
 CLOCK_SLACK_FRACTION_CPU = 1.0
-CLOCK_SLACK_NS_CPU = 1_500_000.0  # a 2-core CI box showed up to ~620 µs of such jitter
+CLOCK_SLACK_NS_CPU = 10_000_000.0  # a loaded 2-core CI box showed up to 1.5 ms of such jitter
 FLOOR_TOLERANCE = 0.9  # vendor peaks are nominal: allow 10% above them before failing
 # ``peak_tflops`` is the dense fp16/bf16 peak; fp8 or 2:4 sparsity can double it.
 COMPUTE_HEADROOM = 2.0

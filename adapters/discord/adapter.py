@@ -4,7 +4,8 @@
 interactions carry the member and their roles, and the guilds intent keeps role names and
 channels in the cache. The command tree is registered with Discord only on demand
 (``python -m adapters.discord sync-commands``, or ``discord.sync_commands_on_start``), since
-Discord rate-limits registration and the tree rarely changes.
+Discord rate-limits registration and the tree rarely changes. Each time the client is ready
+(connected, guilds cached) it follows again the submissions whose report it still owes.
 """
 
 from __future__ import annotations
@@ -57,6 +58,10 @@ class DiscordAdapter:
                 self.tree.add_command(group)
         self.app: Kernelcup | None = None
 
+        @self.client.event
+        async def on_ready() -> None:
+            await self.resume()
+
     def attach(self, app: Kernelcup) -> None:
         """Serve ``app``: commands go to it and its announcements come here."""
         self.app = app
@@ -74,6 +79,16 @@ class DiscordAdapter:
             await self.sync_commands()
         log.info("discord connecting", guilds=list(self.config.guild_ids) or "global")
         await self.client.connect(reconnect=True)
+
+    async def resume(self) -> int:
+        """Follow again the submissions whose report is owed; how many. Never raises."""
+        if self.app is None:
+            return 0
+        try:
+            return await self.conversations.resume()
+        except Exception:
+            log.exception("could not follow the unfinished submissions again")
+            return 0
 
     async def stop(self) -> None:
         if self.app is not None:

@@ -4,6 +4,9 @@ Answers that concern only the asker (errors, menus, confirmations, ``mine``) are
 everything else is public. A command that uploads files is deferred at once (privately, so a
 refusal stays private), then a public follow-up carries the result; any other command is answered
 at once when the core is quick, and deferred otherwise.
+
+A submission's message is kept in the core as the submission's ``reply_to`` (``origin.py``), so
+when the bot connects again after a restart it follows the submissions it still owes a report.
 """
 
 from __future__ import annotations
@@ -22,12 +25,14 @@ import structlog
 from adapters.discord.config import DiscordConfig
 from adapters.discord.follow import SubmissionFollower, accepted_embed
 from adapters.discord.live import LiveMessage
+from adapters.discord.origin import PREFIX, Origin, user_id_of
 from adapters.discord.render import Rendered, batches, discord_files, render_reply
 from adapters.discord.tree import CONFIRM_PARAM, modal_params, options_of
 from adapters.discord.views import Confirm, FieldsModal, GpuMenu, Pager
 from core.commands.leaderboard import MAX_BUNDLE_BYTES
 from core.commands.registry import Command, Kind, find_command
 from core.config import Settings
+from core.delivery import owed_reports, set_reply_to
 from core.errors import UserError
 from core.messages import Actor, Attachment, Reply, Request, Text
 
@@ -76,6 +81,7 @@ class Conversations:
         self.app: Kernelcup | None = None
         self.follower: SubmissionFollower | None = None
         self.following: set[asyncio.Task[None]] = set()  # submissions being followed
+        self.followed: set[int] = set()  # their ids, so a reconnect does not follow one twice
         self.active: set[asyncio.Task[Any]] = set()  # interactions being answered
 
     def attach(self, app: Kernelcup) -> None:
@@ -181,9 +187,9 @@ class Conversations:
                 args[param.name] = identity_of(value)
             else:
                 args[param.name] = value
-        where = f"discord:{interaction.guild_id or 'dm'}/{interaction.channel_id}"
+        where = Origin(interaction.guild_id, interaction.channel_id) if interaction.channel_id else None
         return Request(actor=actor_of(interaction.user), command=cmd.name, args=args, attachments=attachments,
-                       reply_to=where)
+                       reply_to=where.reply_to if where else None)
 
     async def _download(self, attachment: discord.Attachment, param: Any) -> Attachment:
         limit = MAX_BUNDLE_BYTES if param.kind is Kind.FOLDER else self.settings.limits.max_file_bytes
@@ -297,17 +303,65 @@ class Conversations:
             await interaction.response.send_message(embed=embed)
             message = await interaction.original_response()
             original = True
+        origin = Origin(interaction.guild_id, message.channel.id, message.id)
         live = LiveMessage(self.client, interaction, message_id=message.id, channel_id=message.channel.id,
                            original=original, owner_id=interaction.user.id, clock=self.clock,
-                           token_margin_s=self.config.token_margin_s)
-        task = asyncio.create_task(self._follow(live, submission_id, header))
-        self.following.add(task)
-        task.add_done_callback(self.following.discard)
+                           token_margin_s=self.config.token_margin_s, on_moved=self._moved(submission_id, origin))
+        self._start_following(live, submission_id, header, origin)
 
-    async def _follow(self, live: LiveMessage, submission_id: int, header: str) -> None:
+    async def resume(self) -> int:
+        """Follow again each submission asked here whose report is still owed (the bot stopped
+        while it ran, or before delivering it); called whenever the client is ready."""
+        app = self._app()
+        owed = await asyncio.to_thread(owed_reports, app.engine, PREFIX)
+        resumed = 0
+        for entry in owed:
+            origin = Origin.parse(entry.reply_to)
+            if entry.submission_id in self.followed or origin is None:
+                continue
+            live = LiveMessage(self.client, None, message_id=origin.message_id, channel_id=origin.channel_id,
+                               original=False, owner_id=user_id_of(entry.submitter), clock=self.clock,
+                               token_margin_s=self.config.token_margin_s,
+                               on_moved=self._moved(entry.submission_id, origin))
+            self._start_following(live, entry.submission_id, None, None)
+            resumed += 1
+        if owed:
+            log.info("following submissions again", resumed=resumed, owed=len(owed))
+        return resumed
+
+    def _moved(self, submission_id: int, origin: Origin) -> Callable[[int], Coroutine[Any, Any, None]]:
+        """Keep the core's ``reply_to`` on the message actually shown, for the next restart."""
+        async def moved(message_id: int) -> None:
+            await self._remember(submission_id, origin.at(message_id))
+
+        return moved
+
+    async def _remember(self, submission_id: int, origin: Origin) -> None:
+        try:
+            await asyncio.to_thread(set_reply_to, self._app().engine, submission_id, origin.reply_to)
+        except Exception:  # bookkeeping for a restart; this delivery goes on without it
+            log.exception("could not store where a submission is shown", submission_id=submission_id)
+
+    def _start_following(self, live: LiveMessage, submission_id: int, header: str | None,
+                         origin: Origin | None) -> None:
+        """``header`` None: followed again, the header is rebuilt from the report. ``origin``:
+        where the message was just posted, for the core to remember first."""
+        task = asyncio.create_task(self._follow(live, submission_id, header, origin))
+        self.following.add(task)
+        self.followed.add(submission_id)
+        task.add_done_callback(self.following.discard)
+        task.add_done_callback(lambda _: self.followed.discard(submission_id))
+
+    async def _follow(self, live: LiveMessage, submission_id: int, header: str | None,
+                      origin: Origin | None) -> None:
         assert self.follower is not None
         try:
-            await self.follower.follow(live, submission_id, header)
+            if origin is not None:
+                await self._remember(submission_id, origin)
+            if header is None:
+                await self.follower.resume(live, submission_id)
+            else:
+                await self.follower.follow(live, submission_id, header)
         except discord.HTTPException as error:  # Discord said no for good: the channel is gone, ...
             log.warning("could not deliver a submission on Discord", submission_id=submission_id,
                         status=error.status, code=error.code, error=error.text)

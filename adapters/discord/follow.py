@@ -1,8 +1,14 @@
 """Following one submission on Discord: live progress in its message, then the result embed,
-then the details (benchmark tables, logs, profiles) in a thread of their own."""
+then the details (benchmark tables, logs, profiles) in a thread of their own.
+
+Several processes may follow one submission (a restarted one picks up what the others follow
+live): the report is claimed in the core before it is shown, the others stop there, and a
+progress edit is sent only while the report is still owed, so none can cover the report.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal
 
@@ -20,6 +26,7 @@ from adapters.discord.render import (
     inline,
     progress_line,
 )
+from core.delivery import claim_report, report_delivered
 from core.events import JobEvent
 from core.messages import Block, ProgressBlock, Reply, Text
 
@@ -30,6 +37,7 @@ log = structlog.get_logger("kernelcup.discord")
 
 DESCRIPTION_CHARS = 4000  # an embed holds 4096
 THREAD_ARCHIVE_MINUTES: Literal[10080] = 10080  # a week: people come back to their logs
+RESUMED_NOTE = "Followed again after a restart of the bot."
 
 
 def job_line(event: JobEvent) -> str:
@@ -78,20 +86,38 @@ class SubmissionFollower:
 
     async def follow(self, live: LiveMessage, submission_id: int, header: str) -> None:
         jobs: dict[int, JobEvent] = {}
-        edits = ThrottledEdits(live.edit, self.edit_interval_s)
+
+        async def show_progress(embed: discord.Embed) -> None:
+            if not await asyncio.to_thread(report_delivered, self.app.engine, submission_id):
+                await live.edit(embed)
+
+        edits = ThrottledEdits(show_progress, self.edit_interval_s)
         async for event in self.app.follow(submission_id):
             jobs[event.job_id] = event
             edits.show(progress_embed(submission_id, header, jobs.values()))
-        await edits.settle()
+        await edits.settle()  # our progress goes out before the claim, anyone's is held back after it
+        if not await asyncio.to_thread(claim_report, self.app.engine, submission_id, self.app.now()):
+            log.info("submission delivered by another process", submission_id=submission_id)
+            return
+        if live.message_id is None:  # never posted (the bot stopped first): the details need it
+            await live.edit(progress_embed(submission_id, header, jobs.values()))
         report = await self.app.submission_report(submission_id)
         where = await self._post_details(live, submission_id, [b for b in report.blocks if not _is_title(b)])
         await live.edit(final_embed(submission_id, report, where))
         log.info("submission delivered", submission_id=submission_id, message_id=live.message_id,
                  progress_edits=edits.edits)
 
+    async def resume(self, live: LiveMessage, submission_id: int) -> None:
+        """Follow a submission again after a restart, in the message that showed it before."""
+        report = await self.app.submission_report(submission_id)
+        title = next((b.text for b in report.blocks if isinstance(b, Text) and b.style == "title"),
+                     f"Submission #{submission_id}")
+        await self.follow(live, submission_id, f"{title}\n*{RESUMED_NOTE}*")
+
     async def _post_details(self, live: LiveMessage, submission_id: int, blocks: list[Block]) -> str:
         """Post the details where they belong; returns how the result embed points to them."""
-        messages = detail_messages(blocks, file_limit=live.interaction.filesize_limit,
+        assert live.message_id is not None, "the details follow a posted message"
+        messages = detail_messages(blocks, file_limit=live.file_limit,
                                    file_prefix=f"submission-{submission_id}")
         thread = await self._open_thread(live, submission_id)
         target: discord.abc.Messageable = thread or self.client.get_partial_messageable(live.channel_id)
@@ -114,13 +140,14 @@ class SubmissionFollower:
         return "In the replies below." if posted else f"Not posted here; `get-submission {submission_id}` shows them."
 
     async def _open_thread(self, live: LiveMessage, submission_id: int) -> discord.Thread | None:
+        assert live.message_id is not None
         channel = self.client.get_channel(live.channel_id)
         if isinstance(channel, discord.Thread):
             return channel  # asked inside a thread: the details stay there
         if not isinstance(channel, discord.TextChannel):
             return None
         name = f"Submission #{submission_id}"
-        if self.private_threads:
+        if self.private_threads and live.owner_id is not None:
             try:
                 thread = await channel.create_thread(name=name, type=discord.ChannelType.private_thread,
                                                      invitable=False, auto_archive_duration=THREAD_ARCHIVE_MINUTES)

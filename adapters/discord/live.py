@@ -4,6 +4,7 @@ An interaction's token lives 15 minutes; a ranked run in a long queue lives long
 token is good, edits go through the interaction's webhook; after that (or as soon as Discord
 answers 401 "Invalid Webhook Token") they go through the channel with the bot token, which may
 edit the bot's own non-ephemeral messages. When the message is gone, a new one is posted.
+A message followed again after a restart has no interaction at all: only the channel path.
 """
 
 from __future__ import annotations
@@ -30,35 +31,49 @@ class LiveMessage:
     def __init__(
         self,
         client: discord.Client,
-        interaction: discord.Interaction,
+        interaction: discord.Interaction | None,
         *,
-        message_id: int,
+        message_id: int | None,
         channel_id: int,
         original: bool,
-        owner_id: int,
+        owner_id: int | None,
         clock: Callable[[], datetime],
         token_margin_s: float,
+        on_moved: Callable[[int], Awaitable[None]] | None = None,
     ) -> None:
         self.client = client
-        self.interaction = interaction
-        self.message_id = message_id
+        self.interaction = interaction  # None: followed again after a restart, no token to use
+        self.message_id = message_id  # None: not posted yet; the first edit posts it
         self.channel_id = channel_id
         self.original = original  # the interaction's own response rather than a follow-up message
         self.owner_id = owner_id
         self.clock = clock
-        self._token_good_until = interaction.created_at + INTERACTION_LIFETIME - timedelta(seconds=token_margin_s)
+        self.on_moved = on_moved  # told the id of a message posted in place of the old one
+        self._token_good_until = (interaction.created_at + INTERACTION_LIFETIME - timedelta(seconds=token_margin_s)
+                                  if interaction is not None else None)
         self._token_dead = False
 
+    @property
+    def file_limit(self) -> int:
+        """The largest file the destination takes."""
+        if self.interaction is not None:
+            return self.interaction.filesize_limit
+        channel = self.client.get_channel(self.channel_id)
+        guild = getattr(channel, "guild", None)
+        return guild.filesize_limit if isinstance(guild, discord.Guild) else discord.utils.DEFAULT_FILE_SIZE_LIMIT_BYTES
+
     def token_usable(self) -> bool:
-        return not self._token_dead and self.clock() < self._token_good_until
+        return (not self._token_dead and self._token_good_until is not None
+                and self.clock() < self._token_good_until)
 
     async def edit(self, embed: discord.Embed, content: str | None = None) -> None:
         """Show ``embed``; raises discord.HTTPException only when no way of showing it is left."""
-        if self.token_usable():
+        if self.interaction is not None and self.token_usable():
             try:
                 if self.original:
                     await self.interaction.edit_original_response(content=content, embed=embed)
                 else:
+                    assert self.message_id is not None
                     await self.interaction.followup.edit_message(self.message_id, content=content, embed=embed)
                 return
             except discord.HTTPException as error:
@@ -69,19 +84,23 @@ class LiveMessage:
                     raise
                 # NotFound: the message was deleted; the channel path below posts a new one.
         channel = self.client.get_partial_messageable(self.channel_id)
-        try:
-            await channel.get_partial_message(self.message_id).edit(content=content, embed=embed)
-        except (discord.NotFound, discord.Forbidden) as error:
-            log.warning("live message gone; posting a new one", message_id=self.message_id,
-                        channel_id=self.channel_id, status=error.status)
-            mention = f"<@{self.owner_id}>"
-            message = await channel.send(
-                content=f"{mention} {content}" if content else mention,
-                embed=embed,
-                allowed_mentions=discord.AllowedMentions(users=True, roles=False, everyone=False),
-            )
-            self.message_id = message.id
-            self.original = False
+        if self.message_id is not None:
+            try:
+                await channel.get_partial_message(self.message_id).edit(content=content, embed=embed)
+                return
+            except (discord.NotFound, discord.Forbidden) as error:
+                log.warning("live message gone; posting a new one", message_id=self.message_id,
+                            channel_id=self.channel_id, status=error.status)
+        mention = f"<@{self.owner_id}>" if self.owner_id is not None else None
+        message = await channel.send(
+            content=" ".join(part for part in (mention, content) if part) or None,
+            embed=embed,
+            allowed_mentions=discord.AllowedMentions(users=True, roles=False, everyone=False),
+        )
+        self.message_id = message.id
+        self.original = False
+        if self.on_moved is not None:
+            await self.on_moved(message.id)
 
 
 class ThrottledEdits:

@@ -3,7 +3,8 @@
 Socket Mode (an app-level token; the bot dials out, no public URL) is the default whenever
 SLACK_APP_TOKEN is set, which suits a self-hosted bot. HTTP mode serves Slack's requests on a
 host and port behind your public URL and refuses any request whose signature or timestamp is
-wrong (Bolt's request verification, with SLACK_SIGNING_SECRET).
+wrong (Bolt's request verification, with SLACK_SIGNING_SECRET). Once connected, it follows
+again the submissions whose report it still owes (the bot stopped while they ran).
 """
 
 from __future__ import annotations
@@ -101,6 +102,17 @@ class SlackAdapter:
         response = await self.client.chat_postMessage(channel=channel, text=message.text, blocks=message.blocks)
         await upload(self.client, str(response["channel"]), str(response["ts"]), message.files)
 
+    def _connected(self) -> None:
+        self.ready.set()
+        self.spawn(self._resume())
+
+    async def _resume(self) -> None:
+        assert self.conversation is not None
+        try:
+            await self.conversation.resume(self.spawn)
+        except Exception:
+            log.exception("could not follow the unfinished submissions again")
+
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         if task.cancelled() or task.exception() is None:
@@ -120,7 +132,7 @@ class SlackAdapter:
         handler = AsyncSocketModeHandler(bolt, self.slack.app_token, web_client=self.client)
         await handler.connect_async()  # type: ignore[no-untyped-call]
         log.info("Slack connected (Socket Mode)")
-        self.ready.set()
+        self._connected()
         try:
             await self._stopped.wait()
         finally:
@@ -140,7 +152,7 @@ class SlackAdapter:
         sockets = getattr(server, "sockets", None) or []
         self.port = int(sockets[0].getsockname()[1]) if sockets else self.slack.port
         log.info("Slack requests served (HTTP mode)", host=self.slack.host, port=self.port, path=self.slack.path)
-        self.ready.set()
+        self._connected()
         try:
             await self._stopped.wait()
         finally:

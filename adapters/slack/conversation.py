@@ -3,14 +3,20 @@
 Errors and private replies are ephemeral; a submission becomes a message that is edited live
 and ends with the report, its logs and timings as files in the message's thread. When the bot
 cannot write to the channel (not invited), the answer goes to the user's DM with the bot.
+
+The message's place is kept in the core as the submission's ``reply_to`` (``origin.py``): when
+the adapter connects after a restart, it follows again each submission whose report it owes.
 """
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 import uuid
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 import structlog
 from slack_sdk.errors import SlackApiError
@@ -19,14 +25,18 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from adapters.slack.blocks import SlackMessage, context, gpu_choice_message, progress_blocks, render
 from adapters.slack.files import upload
-from adapters.slack.live import LiveMessage
+from adapters.slack.live import LiveMessage, Moved, StillOwed
+from adapters.slack.origin import PREFIX, Origin
 from core.app import Kernelcup
+from core.delivery import claim_report, owed_reports, report_delivered, set_reply_to
 from core.events import JobEvent
-from core.messages import Reply, Request
+from core.messages import Block, Reply, Request, Text
 
 log = structlog.get_logger("kernelcup.slack")
 NO_ACCESS = {"not_in_channel", "channel_not_found", "is_archived", "restricted_action", "cannot_dm_bot"}
 CHOICE_TTL_S = 15 * 60
+RESUMED_NOTE = "Followed again after a restart of the bot."
+Spawn = Callable[[Coroutine[Any, Any, None]], None]
 
 
 @dataclass(frozen=True)
@@ -40,7 +50,7 @@ class Destination:
 
     @property
     def reply_to(self) -> str:
-        return f"slack:{self.team}/{self.channel}"
+        return Origin(self.team, self.channel).reply_to
 
 
 @dataclass
@@ -57,6 +67,7 @@ class Conversation:
         self.update_interval_s = update_interval_s
         self.max_chars = app.settings.limits.max_reply_chars
         self._choices: dict[str, PendingChoice] = {}
+        self.followed: set[int] = set()  # submissions followed here, so none is followed twice
 
     async def run(self, request: Request, destination: Destination) -> None:
         """The whole answer to one request; never raises (the bot keeps serving)."""
@@ -142,14 +153,62 @@ class Conversation:
     async def follow(self, reply: Reply, destination: Destination) -> None:
         submission_id = reply.submission_id
         assert submission_id is not None
-        first = self.render(reply)
-        channel, ts = await self.post(destination, first)
-        live = LiveMessage(self.client, channel, ts, self.update_interval_s)
+        self.followed.add(submission_id)
+        try:
+            channel, ts = await self.post(destination, self.render(reply))
+            origin = Origin(destination.team, channel, ts)
+            await self._remember(submission_id, origin)
+            still_owed, moved = self._hooks(submission_id, origin)
+            live = LiveMessage(self.client, channel, ts, self.update_interval_s, still_owed=still_owed,
+                               on_moved=moved)
+            await self._follow_to_end(live, submission_id, reply.blocks)
+        finally:
+            self.followed.discard(submission_id)
+
+    async def resume(self, spawn: Spawn) -> int:
+        """Follow again, each in a task of its own, the submissions asked here whose report is
+        still owed (the bot stopped while they ran, or before delivering it); how many."""
+        owed = await asyncio.to_thread(owed_reports, self.app.engine, PREFIX)
+        resumed = 0
+        for entry in owed:
+            origin = Origin.parse(entry.reply_to)
+            if origin is not None and entry.submission_id not in self.followed:
+                self.followed.add(entry.submission_id)
+                spawn(self._resume(entry.submission_id, origin))
+                resumed += 1
+        if owed:
+            log.info("following submissions again", resumed=resumed, owed=len(owed))
+        return resumed
+
+    async def _resume(self, submission_id: int, origin: Origin) -> None:
+        try:
+            report = await self.app.submission_report(submission_id)
+            intro: list[Block] = [b for b in report.blocks if isinstance(b, Text) and b.style == "title"]
+            intro.append(Text(RESUMED_NOTE, style="hint"))
+            still_owed, moved = self._hooks(submission_id, origin)
+            if origin.ts is None:  # the bot stopped before posting it
+                first = progress_blocks(submission_id, intro, {})
+                live = await LiveMessage.post(self.client, origin.channel, first, self.update_interval_s,
+                                              still_owed=still_owed, on_moved=moved)
+                await self._remember(submission_id, origin.at(live.channel, live.ts))
+            else:
+                live = LiveMessage(self.client, origin.channel, origin.ts, self.update_interval_s,
+                                   still_owed=still_owed, on_moved=moved)
+            await self._follow_to_end(live, submission_id, intro)
+        finally:
+            self.followed.discard(submission_id)
+
+    async def _follow_to_end(self, live: LiveMessage, submission_id: int, intro: list[Block]) -> None:
+        """Progress until every job has ended, then the report, if it is ours to deliver: of
+        several processes following one submission, the one that claims it shows it."""
         events: dict[int, JobEvent] = {}
         try:
             async for event in self.app.follow(submission_id):
                 events[event.job_id] = event
-                live.show(progress_blocks(submission_id, reply.blocks, events))
+                live.show(progress_blocks(submission_id, intro, events))
+            if not await asyncio.to_thread(claim_report, self.app.engine, submission_id, self.app.now()):
+                log.info("submission delivered by another process", submission_id=submission_id)
+                return
             report = await self.app.submission_report(submission_id)
             final = render(report, max_chars=self.max_chars, tables_as_files=True,
                            file_prefix=f"submission-{submission_id}-")
@@ -159,6 +218,23 @@ class Conversation:
         finally:
             await live.close()
         await upload(self.client, live.channel, live.ts, final.files)
+
+    def _hooks(self, submission_id: int, origin: Origin) -> tuple[StillOwed, Moved]:
+        """The live message's hooks: progress only while the report is owed, and the core told
+        where a replacement message went, for the next restart."""
+        async def still_owed() -> bool:
+            return not await asyncio.to_thread(report_delivered, self.app.engine, submission_id)
+
+        async def moved(channel: str, ts: str) -> None:
+            await self._remember(submission_id, origin.at(channel, ts))
+
+        return still_owed, moved
+
+    async def _remember(self, submission_id: int, origin: Origin) -> None:
+        try:
+            await asyncio.to_thread(set_reply_to, self.app.engine, submission_id, origin.reply_to)
+        except Exception:  # bookkeeping for a restart; this delivery goes on without it
+            log.exception("could not store where a submission is shown", submission_id=submission_id)
 
     async def offer_gpus(self, request: Request, destination: Destination, reply: Reply, gpus: list[str]) -> None:
         now = time.monotonic()

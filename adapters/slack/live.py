@@ -2,12 +2,14 @@
 
 Edits are throttled (chat.update is rate limited per channel); the newest state always wins and
 the final one is always sent. If someone deletes the message, the next state is posted as a new
-message instead, so the submitter still gets the result.
+message instead, so the submitter still gets the result. Progress is shown only while
+``still_owed`` says the report is owed: another process that delivered it is never covered up.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 
 import structlog
@@ -18,23 +20,30 @@ from adapters.slack.blocks import SlackMessage
 
 log = structlog.get_logger("kernelcup.slack")
 GONE = {"message_not_found", "cant_update_message", "edit_window_closed"}
+StillOwed = Callable[[], Awaitable[bool]]
+Moved = Callable[[str, str], Awaitable[None]]  # (channel, ts) of the message posted instead
 
 
 class LiveMessage:
-    def __init__(self, client: AsyncWebClient, channel: str, ts: str, interval_s: float) -> None:
+    def __init__(self, client: AsyncWebClient, channel: str, ts: str, interval_s: float, *,
+                 still_owed: StillOwed | None = None, on_moved: Moved | None = None) -> None:
         self.client = client
         self.channel = channel
         self.ts = ts
         self.interval_s = interval_s
+        self.still_owed = still_owed
+        self.on_moved = on_moved
         self._latest: SlackMessage | None = None
         self._dirty = asyncio.Event()
         self._closing = asyncio.Event()
         self._pump_task = asyncio.create_task(self._pump())
 
     @classmethod
-    async def post(cls, client: AsyncWebClient, channel: str, message: SlackMessage, interval_s: float) -> LiveMessage:
+    async def post(cls, client: AsyncWebClient, channel: str, message: SlackMessage, interval_s: float, *,
+                   still_owed: StillOwed | None = None, on_moved: Moved | None = None) -> LiveMessage:
         response = await client.chat_postMessage(channel=channel, text=message.text, blocks=message.blocks)
-        return cls(client, str(response["channel"]), str(response["ts"]), interval_s)
+        return cls(client, str(response["channel"]), str(response["ts"]), interval_s, still_owed=still_owed,
+                   on_moved=on_moved)
 
     def show(self, message: SlackMessage) -> None:
         """The newest state; it reaches Slack within ``interval_s``, replacing any older one."""
@@ -57,7 +66,8 @@ class LiveMessage:
         while True:
             await self._dirty.wait()
             self._dirty.clear()
-            if self._latest is not None:
+            final = self._closing.is_set()
+            if self._latest is not None and (final or self.still_owed is None or await self.still_owed()):
                 await self._push(self._latest)
             if self._closing.is_set() and not self._dirty.is_set():
                 return
@@ -82,3 +92,5 @@ class LiveMessage:
                             error=again.response.get("error"))
                 return
             self.ts = str(response["ts"])
+            if self.on_moved is not None:
+                await self.on_moved(self.channel, self.ts)
