@@ -270,9 +270,9 @@ def _kill_session(popen: subprocess.Popen[bytes]) -> None:
         popen.kill()
 
 
-def kill_adopted_children() -> None:
-    """SIGKILL every process whose parent is the harness (orphans adopted as subreaper)."""
-    me = os.getpid()
+def children_of(pid: int) -> list[int]:
+    """The process ids whose parent is ``pid``, from /proc."""
+    found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -280,13 +280,19 @@ def kill_adopted_children() -> None:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
-        if len(fields) > 1 and fields[1] == str(me):
-            pid = int(entry.name)
-            try:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, os.WNOHANG)
-            except (ProcessLookupError, ChildProcessError, PermissionError):
-                pass
+        if len(fields) > 1 and fields[1] == str(pid):
+            found.append(int(entry.name))
+    return found
+
+
+def kill_adopted_children() -> None:
+    """SIGKILL every process whose parent is the harness (orphans adopted as subreaper)."""
+    for pid in children_of(os.getpid()):
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, os.WNOHANG)
+        except (ProcessLookupError, ChildProcessError, PermissionError):
+            pass
 
 
 def describe_exit(status: int | None) -> str:

@@ -12,23 +12,10 @@ from pathlib import Path
 import pytest
 from conftest import DEVICE, LEADERBOARDS, REPO, leaderboard_spec, submission
 
+from harness.process import children_of
 from harness.spec import Result, SpecError, Status, parse_line
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[1] == str(pid):
-            found.append(int(entry.name))
-    return found
 
 
 def _cmdline(pid: int) -> str:
@@ -59,7 +46,7 @@ def _started_harness() -> tuple[subprocess.Popen[str], int]:
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        child = next((pid for pid in _children(harness.pid) if "harness.child" in _cmdline(pid)), None)
+        child = next((pid for pid in children_of(harness.pid) if "harness.child" in _cmdline(pid)), None)
         if child is not None:
             return harness, child
         time.sleep(0.05)
