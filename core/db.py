@@ -6,6 +6,7 @@ datetime column type, so every timestamp that leaves the store is tz-aware UTC o
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -80,7 +81,7 @@ def make_engine(url: str | URL, **kwargs: Any) -> Engine:
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
+    _set_wal(cursor)
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
@@ -235,7 +236,7 @@ def _upgrade_sqlite_file(url: URL, revision: str) -> None:
     def _connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # so that the BEGIN below is the only one
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
+        _set_wal(cursor)
         cursor.execute("PRAGMA foreign_keys=OFF")
         cursor.close()
 
@@ -251,6 +252,23 @@ def _upgrade_sqlite_file(url: URL, revision: str) -> None:
                 raise RuntimeError(f"migration left rows with broken foreign keys: {broken[:5]}")
     finally:
         engine.dispose()
+
+
+def _set_wal(cursor: Any, wait_s: float = 30.0) -> None:
+    """``PRAGMA journal_mode=WAL``, waiting while another process holds the write lock.
+
+    On a new database file the switch needs that lock and SQLite's busy handler does not wait
+    for it, so processes starting together retry here (a no-op once the file is in WAL mode).
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def current_revision(engine: Engine) -> str | None:
