@@ -11,9 +11,13 @@ several bot processes following one submission, exactly one of them delivers it.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeVar
 
+import structlog
 from sqlalchemy import ColumnElement, exists, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Mapped
@@ -22,7 +26,12 @@ from sqlmodel import col
 from core.db import session_scope
 from core.models import Job, JobStatus, Submission, User
 
+log = structlog.get_logger(__name__)
+
 _OPEN = [JobStatus.QUEUED.value, JobStatus.RUNNING.value]
+RESUMED_NOTE = "Followed again after a restart of the bot."  # what a resumed message says
+
+Where = TypeVar("Where")
 
 
 @dataclass(frozen=True)
@@ -85,3 +94,25 @@ def report_delivered(engine: Engine, submission_id: int) -> bool:
     query = select(col(Submission.delivered_at)).where(col(Submission.id) == submission_id)
     with session_scope(engine) as session:
         return session.execute(query).scalar_one_or_none() is not None
+
+
+async def owed_here(
+    engine: Engine, reply_to_prefix: str, parse: Callable[[str], Where | None], followed: Collection[int]
+) -> list[tuple[OwedReport, Where]]:
+    """An adapter's owed reports that it can place (``parse`` reads its ``reply_to``) and does
+    not follow already: the ones to follow again when it connects."""
+    owed = await asyncio.to_thread(owed_reports, engine, reply_to_prefix)
+    placed = [(entry, where) for entry in owed if (where := parse(entry.reply_to)) is not None]
+    resumed = [(entry, where) for entry, where in placed if entry.submission_id not in followed]
+    if owed:
+        log.info("following submissions again", resumed=len(resumed), owed=len(owed), platform=reply_to_prefix)
+    return resumed
+
+
+async def remember_reply_to(engine: Engine, submission_id: int, reply_to: str) -> None:
+    """:func:`set_reply_to` from an adapter's event loop; a failure is logged, never raised:
+    it is bookkeeping for a restart, and the delivery in progress goes on without it."""
+    try:
+        await asyncio.to_thread(set_reply_to, engine, submission_id, reply_to)
+    except Exception:
+        log.exception("could not store where a submission is shown", submission_id=submission_id)

@@ -32,7 +32,7 @@ from adapters.discord.views import Confirm, FieldsModal, GpuMenu, Pager
 from core.commands.leaderboard import MAX_BUNDLE_BYTES
 from core.commands.registry import Command, Kind, find_command
 from core.config import Settings
-from core.delivery import owed_reports, set_reply_to
+from core.delivery import owed_here, remember_reply_to
 from core.errors import UserError
 from core.messages import Actor, Attachment, Reply, Request, Text
 
@@ -312,22 +312,14 @@ class Conversations:
     async def resume(self) -> int:
         """Follow again each submission asked here whose report is still owed (the bot stopped
         while it ran, or before delivering it); called whenever the client is ready."""
-        app = self._app()
-        owed = await asyncio.to_thread(owed_reports, app.engine, PREFIX)
-        resumed = 0
-        for entry in owed:
-            origin = Origin.parse(entry.reply_to)
-            if entry.submission_id in self.followed or origin is None:
-                continue
+        owed = await owed_here(self._app().engine, PREFIX, Origin.parse, self.followed)
+        for entry, origin in owed:
             live = LiveMessage(self.client, None, message_id=origin.message_id, channel_id=origin.channel_id,
                                original=False, owner_id=user_id_of(entry.submitter), clock=self.clock,
                                token_margin_s=self.config.token_margin_s,
                                on_moved=self._moved(entry.submission_id, origin))
             self._start_following(live, entry.submission_id, None, None)
-            resumed += 1
-        if owed:
-            log.info("following submissions again", resumed=resumed, owed=len(owed))
-        return resumed
+        return len(owed)
 
     def _moved(self, submission_id: int, origin: Origin) -> Callable[[int], Coroutine[Any, Any, None]]:
         """Keep the core's ``reply_to`` on the message actually shown, for the next restart."""
@@ -337,10 +329,7 @@ class Conversations:
         return moved
 
     async def _remember(self, submission_id: int, origin: Origin) -> None:
-        try:
-            await asyncio.to_thread(set_reply_to, self._app().engine, submission_id, origin.reply_to)
-        except Exception:  # bookkeeping for a restart; this delivery goes on without it
-            log.exception("could not store where a submission is shown", submission_id=submission_id)
+        await remember_reply_to(self._app().engine, submission_id, origin.reply_to)
 
     def _start_following(self, live: LiveMessage, submission_id: int, header: str | None,
                          origin: Origin | None) -> None:

@@ -26,7 +26,7 @@ from adapters.discord.render import (
     inline,
     progress_line,
 )
-from core.delivery import claim_report, report_delivered
+from core.delivery import RESUMED_NOTE, claim_report, report_delivered
 from core.events import JobEvent
 from core.messages import Block, ProgressBlock, Reply, Text
 
@@ -37,7 +37,6 @@ log = structlog.get_logger("kernelcup.discord")
 
 DESCRIPTION_CHARS = 4000  # an embed holds 4096
 THREAD_ARCHIVE_MINUTES: Literal[10080] = 10080  # a week: people come back to their logs
-RESUMED_NOTE = "Followed again after a restart of the bot."
 
 
 def job_line(event: JobEvent) -> str:

@@ -28,14 +28,13 @@ from adapters.slack.files import upload
 from adapters.slack.live import LiveMessage, Moved, StillOwed
 from adapters.slack.origin import PREFIX, Origin
 from core.app import Kernelcup
-from core.delivery import claim_report, owed_reports, report_delivered, set_reply_to
+from core.delivery import RESUMED_NOTE, claim_report, owed_here, remember_reply_to, report_delivered
 from core.events import JobEvent
 from core.messages import Block, Reply, Request, Text
 
 log = structlog.get_logger("kernelcup.slack")
 NO_ACCESS = {"not_in_channel", "channel_not_found", "is_archived", "restricted_action", "cannot_dm_bot"}
 CHOICE_TTL_S = 15 * 60
-RESUMED_NOTE = "Followed again after a restart of the bot."
 Spawn = Callable[[Coroutine[Any, Any, None]], None]
 
 
@@ -168,17 +167,11 @@ class Conversation:
     async def resume(self, spawn: Spawn) -> int:
         """Follow again, each in a task of its own, the submissions asked here whose report is
         still owed (the bot stopped while they ran, or before delivering it); how many."""
-        owed = await asyncio.to_thread(owed_reports, self.app.engine, PREFIX)
-        resumed = 0
-        for entry in owed:
-            origin = Origin.parse(entry.reply_to)
-            if origin is not None and entry.submission_id not in self.followed:
-                self.followed.add(entry.submission_id)
-                spawn(self._resume(entry.submission_id, origin))
-                resumed += 1
-        if owed:
-            log.info("following submissions again", resumed=resumed, owed=len(owed))
-        return resumed
+        owed = await owed_here(self.app.engine, PREFIX, Origin.parse, self.followed)
+        for entry, origin in owed:
+            self.followed.add(entry.submission_id)
+            spawn(self._resume(entry.submission_id, origin))
+        return len(owed)
 
     async def _resume(self, submission_id: int, origin: Origin) -> None:
         try:
@@ -231,10 +224,7 @@ class Conversation:
         return still_owed, moved
 
     async def _remember(self, submission_id: int, origin: Origin) -> None:
-        try:
-            await asyncio.to_thread(set_reply_to, self.app.engine, submission_id, origin.reply_to)
-        except Exception:  # bookkeeping for a restart; this delivery goes on without it
-            log.exception("could not store where a submission is shown", submission_id=submission_id)
+        await remember_reply_to(self.app.engine, submission_id, origin.reply_to)
 
     async def offer_gpus(self, request: Request, destination: Destination, reply: Reply, gpus: list[str]) -> None:
         now = time.monotonic()
