@@ -32,6 +32,11 @@ def cache_root() -> Path:
     return Path(configured) if configured else Path.home() / ".cache" / "kernelcup"
 
 
+def cache_dir(kind: str, key: str) -> Path:
+    """The shared build cache of one submission (``key``: its source) for ``kind``."""
+    return cache_root() / kind / hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
 def _safe_name(name: str) -> PurePosixPath:
     path = PurePosixPath(name)
     if path.is_absolute() or not path.parts or any(part in ("", ".", "..") for part in path.parts):
@@ -105,9 +110,7 @@ class Workspace:
 
     def build_cache(self, kind: str, key: str) -> Path:
         """A build-cache directory for this submission (``kind``: torch_extensions, triton)."""
-        digest = hashlib.sha256(key.encode()).hexdigest()[:32]
-        root = cache_root()
-        path = root / kind / digest
+        path = cache_dir(kind, key)
         try:
             path.mkdir(parents=True, exist_ok=True)
             if not _reachable_by(path, self.identity.uid):

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import hashlib
 import io
 import json
 import math
@@ -59,6 +58,7 @@ import torch  # noqa: E402
 from conftest import HarnessRun, leaderboard_spec, run_harness  # noqa: E402
 
 from harness.spec import GpuInfo, JobSpec, Mode, Result, Status  # noqa: E402
+from harness.workspace import cache_dir  # noqa: E402
 
 SHIPPED = REPO / "leaderboards"
 HEADER = re.compile(r"^\s*(?:#|//)\s*(expect|requires):\s*(\S+)", re.MULTILINE)
@@ -401,9 +401,7 @@ def _ncu_medians(ncu: str, spec: JobSpec, state: str, calls: int, timeout_s: flo
         ]
         # The harness's Triton cache for this submission: an autotuned kernel runs the very
         # configuration the harness timed, not one this process would pick again.
-        source = spec.files[spec.submission_name]
-        digest = hashlib.sha256(source.encode()).hexdigest()[:32]
-        triton_dir = Path(CACHE_ENV["KERNELCUP_CACHE_DIR"]) / "triton" / digest
+        triton_dir = cache_dir("triton", spec.files[spec.submission_name])
         env = {**os.environ, "TRITON_CACHE_DIR": str(triton_dir), "TRITON_CACHE_AUTOTUNING": "1"}
         completed = subprocess.run(command, capture_output=True, text=True, timeout=max(60, timeout_s), env=env)
         logged = log.read_text() if log.exists() else ""
@@ -565,6 +563,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     # Build caches stay out of $OUT: everything under it is copied back.
     CACHE_ENV["KERNELCUP_CACHE_DIR"] = str(Path(tempfile.gettempdir()) / "kernelcup-gpu-cache")
+    os.environ.update(CACHE_ENV)  # harness.workspace.cache_dir (the fidelity probe) reads it here too
     report = Report(out, args.budget_s)
     if not torch.cuda.is_available():
         report.notes.append("no CUDA device: nothing to measure")
