@@ -14,11 +14,11 @@ from sqlalchemy.engine import Engine
 from sqlmodel import col, select
 
 from adapters.discord.adapter import DiscordAdapter
-from adapters.discord.follow import RESUMED_NOTE
 from adapters.discord.render import GREEN
 from core.app import Kernelcup
 from core.config import Settings
 from core.db import make_engine, session_scope
+from core.delivery import RESUMED_NOTE
 from core.messages import Actor, Attachment, Request
 from core.models import Submission
 from tests.discord.conftest import SOLUTION, Clock, GatedRunner, final_edit, is_final, settled, submit

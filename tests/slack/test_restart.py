@@ -17,9 +17,9 @@ from sqlalchemy.engine import Engine
 from sqlmodel import col, select
 
 from adapters.slack.adapter import SlackAdapter
-from adapters.slack.conversation import RESUMED_NOTE
 from core.app import Kernelcup
 from core.db import make_engine, session_scope
+from core.delivery import RESUMED_NOTE
 from core.messages import Actor, Attachment, Request
 from core.models import Submission
 from tests.slack.conftest import (
