@@ -24,7 +24,7 @@ from sqlalchemy.orm import Mapped
 from sqlmodel import col
 
 from core.db import session_scope
-from core.models import Job, JobStatus, Submission, User
+from core.models import Job, JobStatus, Submission, User, utcnow
 
 log = structlog.get_logger(__name__)
 
@@ -48,9 +48,10 @@ def _has_open_jobs(submission_id: Mapped[int | None] | int) -> ColumnElement[boo
     return exists().where(col(Job.submission_id) == submission_id, col(Job.status).in_(_OPEN))
 
 
-def owed_reports(engine: Engine, reply_to_prefix: str) -> list[OwedReport]:
+def owed_reports(engine: Engine, reply_to_prefix: str, created_before: datetime | None = None) -> list[OwedReport]:
     """Submissions whose ``reply_to`` starts with ``reply_to_prefix`` (an adapter's own, such as
-    ``"discord:"``) and whose report is owed: still running, or finished but never delivered."""
+    ``"discord:"``) and whose report is owed: still running, or finished but never delivered;
+    only those created before ``created_before`` when it is given."""
     query = (
         select(col(Submission.id), col(Submission.reply_to), col(User.identity),
                _has_open_jobs(col(Submission.id)))
@@ -59,6 +60,8 @@ def owed_reports(engine: Engine, reply_to_prefix: str) -> list[OwedReport]:
                col(Submission.reply_to).startswith(reply_to_prefix, autoescape=True))
         .order_by(col(Submission.id))
     )
+    if created_before is not None:
+        query = query.where(col(Submission.created_at) < created_before)
     with session_scope(engine) as session:
         rows = session.execute(query).all()
     return [OwedReport(submission_id, reply_to, identity, finished=not still_open)
@@ -100,8 +103,10 @@ async def owed_here(
     engine: Engine, reply_to_prefix: str, parse: Callable[[str], Where | None], followed: Collection[int]
 ) -> list[tuple[OwedReport, Where]]:
     """An adapter's owed reports that it can place (``parse`` reads its ``reply_to``) and does
-    not follow already: the ones to follow again when it connects."""
-    owed = await asyncio.to_thread(owed_reports, engine, reply_to_prefix)
+    not follow already: the ones to follow again when it connects. Only submissions made before
+    this call: a newer one is followed live by the process that took it, which may not have
+    counted it in ``followed`` yet."""
+    owed = await asyncio.to_thread(owed_reports, engine, reply_to_prefix, utcnow())
     placed = [(entry, where) for entry in owed if (where := parse(entry.reply_to)) is not None]
     resumed = [(entry, where) for entry, where in placed if entry.submission_id not in followed]
     if owed:
