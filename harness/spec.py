@@ -121,6 +121,9 @@ class CaseResult:
     tflops: float | None = None
     gbps: float | None = None
     percent_of_peak: float | None = None
+    # On a GPU: what the timing itself costs (CUDA events around a call that launches nothing,
+    # median), already subtracted from every timed call above.
+    timer_overhead_ns: float | None = None
 
 
 @dataclass

@@ -260,10 +260,34 @@ def test_two_agreeing_rounds_pool_their_samples() -> None:
     from harness import benchmark
     from harness.spec import GpuInfo
 
-    first, second = _round([100.0, 101.0, 102.0]), _round([100.5, 101.5, 99.5])
+    first, second = _round([100.0, 100.5, 101.0]), _round([100.2, 100.6, 100.4])
     assert benchmark.rounds_agree([first, second])
     combined = benchmark.combine_rounds([first, second], _NoWork(), {"size": 1}, GpuInfo(), "cuda", "b", 0)  # type: ignore[arg-type]
-    assert combined.result.runs == 6 and combined.median_s == pytest.approx(100.75e-9)
+    assert combined.result.runs == 6 and combined.median_s == pytest.approx(100.45e-9)
+
+
+def test_a_round_too_noisy_to_trust_calls_for_a_third_even_when_the_medians_agree() -> None:
+    from harness import benchmark
+
+    steady = _round([100.0 + 0.01 * i for i in range(41)])
+    noisy = _round([100.0 + (-1) ** i * 0.1 * i for i in range(41)])  # median 100, interval ±3%
+    assert abs(steady.median_s - noisy.median_s) < 0.005 * steady.median_s
+    assert benchmark.rounds_agree([steady, steady]) and not benchmark.rounds_agree([steady, noisy])
+
+
+def test_the_events_own_cost_is_subtracted_from_every_call() -> None:
+    from harness import benchmark
+    from harness.session import Timed
+
+    # The no-op calls read 1.3 µs between the events; real calls 25 µs: 23.7 µs is the kernel.
+    baseline = [Timed(1_300.0 + i, 40_000.0, 500.0, 60_000.0) for i in range(-5, 6)]
+    calls = [Timed(25_000.0, 64_000.0, 30_000.0, 84_000.0) for _ in range(20)]
+    times, note, overhead = benchmark._times(calls, baseline, "cuda")
+    assert overhead == 1_300.0 and note == "" and set(times) == {23_700.0}
+    # ...never more than half a call, and not at all on the CPU's host clock.
+    tiny = [Timed(2_000.0, 40_700.0, 500.0, 60_000.0)]
+    assert benchmark._times(tiny, baseline, "cuda")[0] == [1_000.0]
+    assert benchmark._times(calls, baseline, "cpu") == ([25_000.0] * 20, "", None)
 
 
 def test_a_round_caught_in_a_slow_spell_is_dropped_once_a_third_round_decides() -> None:

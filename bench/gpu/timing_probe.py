@@ -1,0 +1,183 @@
+"""Where the harness's per-call time comes from, outside the harness: two experiments.
+
+    python bench/gpu/timing_probe.py overhead           # event overhead: empty pair, empty kernel
+    python bench/gpu/timing_probe.py spread [PROCS]     # run-to-run spread of one process's median
+
+``overhead`` times, with the harness's own ``CudaTimer``, a call that launches nothing, a call
+that launches one empty kernel, and vectoradd's Triton solution on its smallest benchmark case,
+each on fresh inputs after the harness's L2 flush. Run it under ``ncu --metrics
+gpu__time_duration.sum`` (``--profile-from-start off``) for the kernel's own time: the profiled
+range holds the empty kernel and the vectoradd calls only.
+
+``spread`` starts PROCS fresh processes per (case, placement) and prints each one's median over
+400 timed calls: same code, same GPU, so the spread is what a re-run can move. ``placement``
+``fixed`` lets the caching allocator hand every call the same blocks, as it does in a plain
+loop; ``varied`` holds a spacer of random size while each call's inputs are made, so every call
+sees its inputs somewhere else in memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+CASES: list[tuple[str, str, dict[str, Any]]] = [
+    ("vectoradd", "triton.py", {"size": 4096, "seed": 31232}),
+    ("softmax", "triton.py", {"rows": 65536, "cols": 1024, "dtype": "float16", "seed": 93246}),
+    ("histogram", "triton.py", {"size": 268435456, "bins": 256, "contention": 90, "seed": 93246}),
+    ("grayscale", "triton.py", {"height": 4096, "width": 4096, "seed": 54352}),
+    ("prefixsum", "triton.py", {"size": 16777216, "seed": 54352}),
+]
+CALLS = 400
+
+
+def load(board: str, solution: str) -> tuple[Any, Any]:
+    folder = REPO / "leaderboards" / board
+    os.chdir(folder)
+    sys.path[:0] = [str(folder), str(folder.parent), str(REPO)]
+    import reference  # type: ignore[import-not-found]
+
+    namespace: dict[str, Any] = {"__name__": "submission"}
+    path = folder / "solutions" / solution
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    return reference, namespace["custom_kernel"]
+
+
+def one_process(index: int, placement: str) -> int:
+    import torch
+
+    from harness.timing import CudaTimer, warm_up
+
+    board, solution, case = CASES[index]
+    reference, kernel = load(board, solution)
+    timer = CudaTimer(0)
+    rng = random.Random()
+    data = reference.generate_input(**case, device="cuda")
+    warm_up(timer, kernel, data, 0.1, 1.0)
+    del data
+    times = []
+    for call in range(CALLS):
+        spacer = None
+        if placement == "varied":
+            spacer = torch.empty(rng.randrange(1, 64) << 20, dtype=torch.uint8, device="cuda")
+        data = reference.generate_input(**{**case, "seed": case["seed"] + call}, device="cuda")
+        reading = timer.time_call(kernel, data)
+        times.append(reading.event_ns)
+        del data, reading, spacer
+    half = CALLS // 2
+    print(
+        json.dumps(
+            {
+                "median": statistics.median(times),
+                "first_half": statistics.median(times[:half]),
+                "second_half": statistics.median(times[half:]),
+            }
+        )
+    )
+    return 0
+
+
+def spread(procs: int) -> int:
+    for index, (board, _, case) in enumerate(CASES):
+        for placement in ("fixed", "varied"):
+            medians = []
+            halves = []
+            for _ in range(procs):
+                out = subprocess.run(
+                    [sys.executable, __file__, "one", str(index), placement],
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                if out.returncode != 0:
+                    print(out.stderr[-2000:])
+                    return 1
+                row = json.loads(out.stdout.strip().splitlines()[-1])
+                medians.append(row["median"] / 1000)
+                halves.append(abs(row["first_half"] - row["second_half"]) / row["median"] * 100)
+            lo, hi = min(medians), max(medians)
+            print(
+                f"{board} {json.dumps(case)} {placement}: medians µs "
+                + ", ".join(f"{m:.2f}" for m in medians)
+                + f" | spread {100 * (hi - lo) / lo:.2f}% | in-process halves max {max(halves):.2f}%",
+                flush=True,
+            )
+    return 0
+
+
+def overhead() -> int:
+    import torch
+
+    from harness.timing import CudaTimer
+
+    reference, kernel = load("vectoradd", "triton.py")
+    timer = CudaTimer(0)
+    sleep = torch._C._cuda_sleep
+
+    def nothing(data: Any) -> None:
+        return None
+
+    def empty(data: Any) -> None:
+        sleep(0)
+
+    case = CASES[0][2]
+    results = {}
+    profile = os.environ.get("PROBE_PROFILE") == "1"
+    for name, function in (("no launch", nothing), ("empty kernel", empty), ("vectoradd 4096", kernel)):
+        times = []
+        for call in range(300):
+            data = reference.generate_input(**{**case, "seed": case["seed"] + call}, device="cuda")
+            profiled = profile and call >= 280 and name != "no launch"
+            if profiled:
+                timer.flush_l2()
+                torch.cuda.synchronize()
+                torch.cuda.profiler.start()  # type: ignore[no-untyped-call]
+                function(data)
+                torch.cuda.synchronize()
+                torch.cuda.profiler.stop()  # type: ignore[no-untyped-call]
+            else:
+                times.append(timer.time_call(function, data).event_ns)
+        results[name] = statistics.median(times) / 1000
+    # The same without the sleep kernel: the start event fires on an idle GPU.
+    start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+    end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+    for name, function in (("no launch, no sleep", nothing), ("empty kernel, no sleep", empty)):
+        times = []
+        for _ in range(300):
+            timer.flush_l2()
+            start.record()
+            function(None)
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end) * 1e6)
+        results[name] = statistics.median(times) / 1000
+    for name, value in results.items():
+        print(f"{name}: median {value:.3f} µs")
+    return 0
+
+
+def main() -> int:
+    command = sys.argv[1]
+    if command == "overhead":
+        return overhead()
+    if command == "spread":
+        return spread(int(sys.argv[2]) if len(sys.argv) > 2 else 5)
+    if command == "one":
+        return one_process(int(sys.argv[2]), sys.argv[3])
+    raise SystemExit(f"unknown command {command}")
+
+
+if __name__ == "__main__":
+    t = time.monotonic()
+    code = main()
+    print(f"({time.monotonic() - t:.1f} s)", file=sys.stderr)
+    sys.exit(code)
