@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 
 from harness import checking, stats
-from harness.problem import Problem
+from harness.problem import Problem, WorkSource
 from harness.seeds import SeedPlan
 from harness.session import Session, Timed
 from harness.spec import Case, CaseResult, GpuInfo, Status
@@ -115,7 +115,7 @@ def combine_rounds(
     result = stats.case_result(case, summary, note)
     overheads = [r.result.timer_overhead_ns for r in kept if r.result.timer_overhead_ns is not None]
     result.timer_overhead_ns = _median(overheads) if overheads else None
-    _roofline(result, problem, case, gpu, device, label, l2_bytes)
+    roofline(result, problem, case, gpu, device, label, l2_bytes)
     return CaseTiming(result, summary.median * 1e-9, times, note)
 
 
@@ -178,7 +178,7 @@ def time_case(
     summary = stats.summarize(times)
     result = stats.case_result(case, summary, note)
     result.timer_overhead_ns = overhead
-    _roofline(result, problem, case, gpu, session.device, label, l2_of(session))
+    roofline(result, problem, case, gpu, session.device, label, l2_of(session))
     return CaseTiming(result, summary.median * 1e-9, times, note)
 
 
@@ -253,8 +253,8 @@ def _check_clock(readings: list[Timed], baseline: list[Timed], label: str, slack
         raise RunEnded(Status.FAILED, f"{label}: GPU times longer than the host saw (timer tampering?)")
 
 
-def _roofline(
-    result: CaseResult, problem: Problem, case: Case, gpu: GpuInfo, device: str, label: str, l2_bytes: int = 0
+def roofline(
+    result: CaseResult, problem: WorkSource, case: Case, gpu: GpuInfo, device: str, label: str, l2_bytes: int = 0
 ) -> None:
     """TFLOP/s, GB/s and % of peak; fail a median below the physical floor.
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from harness import compile as nvcc_build
 from harness import scoring, stats
+from harness.problem import ProblemError, Work
 from harness.process import (
     StreamCapture,
     child_environment,
@@ -45,6 +46,7 @@ class _Report(threading.Thread):
         self._fd = fd
         self.values: dict[str, str] = {}
         self.order: list[str] = []
+        self.rewritten: list[str] = []  # keys reported again with another value
         self.size = 0
 
     def run(self) -> None:
@@ -64,8 +66,11 @@ class _Report(threading.Thread):
     def _take(self, line: str) -> None:
         key, sep, value = line.partition(":")
         if sep:
-            self.values[key.strip()] = value.strip()
-            self.order.append(key.strip())
+            key, value = key.strip(), value.strip()
+            if self.values.get(key, value) != value:
+                self.rewritten.append(key)
+            self.values[key] = value
+            self.order.append(key)
 
     def running(self, kind: str) -> int | None:
         """Index of the last ``<kind>.<i>.spec`` without a status yet."""
@@ -146,6 +151,15 @@ def _run_binary(
     report.join(timeout=5)
     stdout.join(timeout=2)
     stderr.join(timeout=2)
+    if report.rewritten:
+        # The driver states each result once. Submission and driver share one process (GPU
+        # MODE's format compiles them together), so a second, different value is what a
+        # submission writing its own report looks like.
+        raise RunEnded(
+            Status.FAILED,
+            f"the CUDA program reported {report.rewritten[0]!r} twice with different values {label}: "
+            "something besides the driver wrote to the report (POPCORN_FD)",
+        )
     if status not in (0, EXIT_TEST_FAIL) or "check" not in report.values:
         raise RunEnded(Status.CRASHED, f"the CUDA program {describe_exit(status)} {label}")
     return report.values
@@ -208,9 +222,13 @@ def run(spec: JobSpec, workspace: Workspace, result: Result, emit: Emit, deadlin
     result.system = sysinfo.collect("cuda", info, nvml)
     result.system.isolation = workspace.identity.description
     seeds = SeedPlan(spec.secret_seed if spec.mode is Mode.RANKED else None)
+    try:
+        work = Work(spec.files.get("reference.py"))
+    except ProblemError as exc:
+        raise RunEnded(Status.ERROR, f"leaderboard error: {exc}") from None
     outputs: list[tuple[StreamCapture, StreamCapture]] = []
     try:
-        _run_modes(spec, workspace, result, emit, deadline, build.binary, seeds, outputs, nvml)
+        _run_modes(spec, workspace, result, emit, deadline, build.binary, seeds, outputs, nvml, work)
     finally:
         _attach_outputs(result, outputs)
 
@@ -225,6 +243,7 @@ def _run_modes(
     seeds: SeedPlan,
     outputs: list[tuple[StreamCapture, StreamCapture]],
     nvml: Any,
+    work: Work,
 ) -> None:
     tests = [seeds.case(case, "test") for case in spec.task.tests]
     emit(Progress("testing", 0, len(tests)))
@@ -276,6 +295,7 @@ def _run_modes(
             result.benchmarks.append(_benchmark_from(report, index, case, label))
         emit(Progress("benchmarking", len(cases), len(cases)))
     result.system.sm_clock_mhz_after = nvml.sm_clock_mhz()
+    _check_floor(result.benchmarks, work, spec)
     medians = [(b.median_ns or 0.0) * 1e-9 for b in result.benchmarks]
     try:
         result.score_s = scoring.combine(spec.task.ranking_by, medians)
@@ -286,6 +306,22 @@ def _run_modes(
         f"all {len(tests)} tests passed; score {format_seconds(result.score_s)} "
         f"({spec.task.ranking_by} of {len(medians)} benchmark medians)"
     )
+
+
+def _check_floor(benchmarks: list[CaseResult], work: Work, spec: JobSpec) -> None:
+    """GB/s, TFLOP/s and % of peak where the leaderboard gives flops/bytes; a median below the
+    physical floor fails the run, as it does for Python leaderboards."""
+    import torch
+
+    from harness import benchmark
+
+    l2_bytes = int(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0) or 0)
+    for index, case in enumerate(benchmarks):
+        label = f"benchmark {index + 1} of {len(benchmarks)} ({case_line(case.case)})"
+        try:
+            benchmark.roofline(case, work, case.case, spec.gpu, "cuda", label, l2_bytes)
+        except ProblemError as exc:
+            raise RunEnded(Status.ERROR, f"leaderboard error: {exc}") from None
 
 
 def _attach_outputs(result: Result, outputs: list[tuple[StreamCapture, StreamCapture]]) -> None:

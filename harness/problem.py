@@ -12,9 +12,10 @@ import importlib
 import inspect
 import math
 import sys
+import types
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -123,17 +124,46 @@ class Problem:
 
     def work(self, case: Case) -> tuple[float | None, float | None]:
         """``flops(**case)`` and ``bytes(**case)`` where reference.py defines them."""
-        return self._extension("flops", case), self._extension("bytes", case)
+        return _extension(self.module, "flops", case), _extension(self.module, "bytes", case)
 
-    def _extension(self, name: str, case: Case) -> float | None:
-        function = getattr(self.module, name, None)
-        if not callable(function):
-            return None
+
+class WorkSource(Protocol):
+    def work(self, case: Case) -> tuple[float | None, float | None]: ...
+
+
+class Work:
+    """``flops`` and ``bytes`` alone, for leaderboards whose reference is not Python (``lang: cu``).
+
+    They come from a ``reference.py`` among the leaderboard's files when it has one (it needs
+    only the standard library), and give a CUDA leaderboard the same GB/s, TFLOP/s and physical
+    floor as a Python one. The source is taken from the job spec, never from the directory the
+    submission runs in.
+    """
+
+    def __init__(self, source: str | None) -> None:
+        self.module: Any = None
+        if source is None:
+            return
+        module = types.ModuleType("reference")
         try:
-            value = float(function(**case))
-        except Exception as exc:
-            raise ProblemError(f"reference.py's {name}() failed: {type(exc).__name__}: {exc}") from exc
-        return value if math.isfinite(value) and value > 0 else None
+            exec(compile(source, "reference.py", "exec"), module.__dict__)
+        except BaseException as exc:
+            raise ProblemError(f"reference.py failed to load: {type(exc).__name__}: {exc}") from exc
+        self.module = module
+
+    def work(self, case: Case) -> tuple[float | None, float | None]:
+        return _extension(self.module, "flops", case), _extension(self.module, "bytes", case)
+
+
+def _extension(module: Any, name: str, case: Case) -> float | None:
+    function = getattr(module, name, None)
+    if not callable(function):
+        return None
+    try:
+        value = float(function(**case))
+    except Exception as exc:
+        raise ProblemError(f"reference.py's {name}() failed: {type(exc).__name__}: {exc}") from exc
+    return value if math.isfinite(value) and value > 0 else None
 
 
 def normalize_check(result: Any) -> tuple[bool, str]:

@@ -484,6 +484,20 @@ def section_hostile(report: Report, state: dict[str, Any]) -> None:
                 "verdict": result.verdict if result else "",
             },
         )
+    # A .cu submission shares its process with the driver: one that writes its own timings into
+    # the driver's report must be caught.
+    forged = spec_for("vectoradd_cuda", HOSTILE / "forged_report.cu", Mode.RANKED)
+    result, _ = run(report, "hostile-forged_report.cu", forged)
+    report.add(
+        "hostile",
+        {
+            "case": "forged_report.cu",
+            "expected": "failed, 'twice'",
+            "status": result.status.value if result else "none",
+            "ok": result is not None and result.status is Status.FAILED and "twice" in result.verdict,
+            "verdict": result.verdict if result else "",
+        },
+    )
     medians: dict[str, Result] = {}
     for file_name in ("honest_add.py", "hidden_stream.py", "cuda_timer_patch.py"):
         result, _ = run(report, f"hostile-bench-{file_name}", spec_for(board, HOSTILE / file_name, Mode.BENCHMARK))

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import LEADERBOARDS, leaderboard_spec, run_harness, submission
+from conftest import LEADERBOARDS, REPO, leaderboard_spec, run_harness, submission
 
 from harness import cuda_eval
 from harness.process import StreamCapture, child_identity
@@ -152,3 +152,42 @@ def test_a_hanging_driver_times_out_naming_the_running_case(workspace: Workspace
     assert "test 2 (size: 9)" in ended.value.verdict
     assert time.monotonic() - started < 10
     assert os.path.exists(driver)
+
+
+def test_a_report_written_over_with_another_value_fails_the_run(workspace: Workspace) -> None:
+    # What a submission sharing the driver's process does when it writes its own times last.
+    driver = _driver(
+        workspace,
+        'printf "benchmark.0.durations: 9000,9100,9050\\ncheck: pass\\n" >&$POPCORN_FD\n'
+        'printf "benchmark.0.durations: 1,1,1\\n" >&$POPCORN_FD\n',
+    )
+    with pytest.raises(RunEnded) as ended:
+        _run(workspace, driver, "benchmark", [{"size": 1, "seed": 1}])
+    assert ended.value.status is Status.FAILED
+    assert "'benchmark.0.durations' twice" in ended.value.verdict
+
+
+def test_a_value_repeated_unchanged_is_no_forgery(workspace: Workspace) -> None:
+    driver = _driver(workspace, 'printf "check: pass\\ncheck: pass\\n" >&$POPCORN_FD\n')
+    assert _run(workspace, driver, "benchmark", [])["check"] == "pass"
+
+
+def test_cuda_leaderboards_get_the_physical_floor_from_their_reference_py() -> None:
+    from harness import benchmark
+    from harness.problem import ProblemError, Work
+    from harness.spec import CaseResult, GpuInfo
+
+    work = Work((REPO / "leaderboards" / "vectoradd_cuda" / "reference.py").read_text())
+    assert work.work({"size": 1000, "seed": 1}) == (1000.0, 6000.0)
+    gpu = GpuInfo(name="H200", peak_tflops=989.0, peak_bandwidth_gbps=4800.0)
+    # 10^8 elements move 600 MB: 125 µs at 4.8 TB/s. A reported 50 µs is no measurement.
+    forged = CaseResult(case={"size": 100_000_000}, passed=True, median_ns=50_000.0)
+    with pytest.raises(RunEnded) as ended:
+        benchmark.roofline(forged, work, forged.case, gpu, "cuda", "benchmark 3 of 3", 50 << 20)
+    assert ended.value.status is Status.FAILED and "physical floor" in ended.value.verdict
+    honest = CaseResult(case={"size": 100_000_000}, passed=True, median_ns=145_000.0)
+    benchmark.roofline(honest, work, honest.case, gpu, "cuda", "benchmark 3 of 3", 50 << 20)
+    assert honest.gbps == pytest.approx(4137.9, rel=1e-3)
+    assert Work(None).work({"size": 1}) == (None, None)  # GPU MODE's own CUDA leaderboards
+    with pytest.raises(ProblemError):
+        Work("def bytes(size):\n    return 1 / 0\n").work({"size": 1})

@@ -103,14 +103,14 @@ def test_a_median_below_the_physical_floor_fails() -> None:
     case = CaseResult(case={"size": 10**9, "seed": 1}, passed=True, median_ns=1000.0)
     gpu = GpuInfo(name="H100", peak_bandwidth_gbps=3350.0, peak_tflops=989.0)
     with pytest.raises(RunEnded, match="below the physical floor"):
-        benchmark._roofline(case, problem, case.case, gpu, "cuda", "benchmark 1 of 1")
+        benchmark.roofline(case, problem, case.case, gpu, "cuda", "benchmark 1 of 1")
 
 
 def test_writes_that_fit_in_l2_do_not_count_towards_the_floor() -> None:
     problem: Any = _Work()
     case = CaseResult(case={"size": 10**6, "seed": 1}, passed=True, median_ns=1000.0)  # 12 MB in 1 µs
     gpu = GpuInfo(name="H100", peak_bandwidth_gbps=3350.0, peak_tflops=989.0)
-    benchmark._roofline(case, problem, case.case, gpu, "cuda", "benchmark 1 of 1", l2_bytes=50 << 20)
+    benchmark.roofline(case, problem, case.case, gpu, "cuda", "benchmark 1 of 1", l2_bytes=50 << 20)
     assert case.percent_of_peak is not None and case.percent_of_peak > 100
 
 
@@ -119,6 +119,6 @@ def test_roofline_figures_are_relative_to_the_gpu_peaks() -> None:
     size = 10**6
     case = CaseResult(case={"size": size, "seed": 1}, passed=True, median_ns=12e6 / 3000.0)  # 3 TB/s
     gpu = GpuInfo(name="H100", peak_bandwidth_gbps=3350.0, peak_tflops=989.0)
-    benchmark._roofline(case, problem, case.case, gpu, "cuda", "benchmark 1 of 1")
+    benchmark.roofline(case, problem, case.case, gpu, "cuda", "benchmark 1 of 1")
     assert case.gbps == pytest.approx(3000.0)
     assert case.percent_of_peak == pytest.approx(100 * 3000 / 3350)
