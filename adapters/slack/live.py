@@ -67,8 +67,11 @@ class LiveMessage:
             await self._dirty.wait()
             self._dirty.clear()
             final = self._closing.is_set()
-            if self._latest is not None and (final or self.still_owed is None or await self.still_owed()):
-                await self._push(self._latest)
+            # The message is taken before the check below awaits: a finish() during that await
+            # leaves its report to the next turn, which sends it once (not here and there).
+            message = self._latest
+            if message is not None and (final or self.still_owed is None or await self.still_owed()):
+                await self._push(message)
             if self._closing.is_set() and not self._dirty.is_set():
                 return
             with suppress(TimeoutError):

@@ -227,3 +227,33 @@ async def test_a_submission_whose_message_was_never_posted_gets_a_new_one_in_its
 
     assert RESUMED_NOTE in sent_text(post.params)
     assert the_submission(later.app.engine).reply_to == f"slack:{TEAM}/{CHANNEL}/{ts}"
+
+
+async def test_a_report_sent_while_a_progress_check_waits_is_sent_once(fake: FakeSlack) -> None:
+    """finish() during the pump's still-owed check (a database read): the progress goes out, then
+    the report, once."""
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from adapters.slack.blocks import SlackMessage
+    from adapters.slack.live import LiveMessage
+
+    client = AsyncWebClient(token=BOT_TOKEN, base_url=fake.api_url)
+    posted = await client.chat_postMessage(channel=DM, text="queued")
+    checking, answer = asyncio.Event(), asyncio.Event()
+
+    async def still_owed() -> bool:
+        checking.set()
+        await answer.wait()
+        return True
+
+    live = LiveMessage(client, str(posted["channel"]), str(posted["ts"]), 0.05, still_owed=still_owed)
+    live.show(SlackMessage("progress", [{"type": "section", "text": {"type": "mrkdwn", "text": "progress"}}]))
+    await checking.wait()
+    finishing = asyncio.create_task(
+        live.finish(SlackMessage(VERDICT, [{"type": "section", "text": {"type": "mrkdwn", "text": VERDICT}}])))
+    await asyncio.sleep(0.05)
+    answer.set()
+    await finishing
+    await live.close()
+    updates = updates_of(fake, str(posted["channel"]), str(posted["ts"]))
+    assert updates == ["progress", VERDICT]
