@@ -64,8 +64,26 @@ def submission_reply(session: Session, submission_id: int) -> Reply:
             continue
         if result.benchmarks:
             blocks.append(_benchmark_table(job.gpu, result.benchmarks))
+            clock = clock_note(result)
+            if clock:
+                blocks.append(Text(clock, style="hint"))
         files.extend(_result_files(submission_id, job.gpu, result))
     return Reply(blocks=blocks + files, ok=all_passed, submission_id=None)
+
+
+def clock_note(result: Result) -> str:
+    """What the GPU's clock did while the benchmarks ran, when it was watched: e.g.
+    "GPU clock 1755-1980 MHz, up to 64 °C; held down by power cap at times"."""
+    system = result.system
+    if system.sm_clock_mhz_min is None or system.sm_clock_mhz_max is None:
+        return ""
+    low, high = system.sm_clock_mhz_min, system.sm_clock_mhz_max
+    note = f"GPU clock {low:.0f} MHz" if low == high else f"GPU clock {low:.0f}-{high:.0f} MHz"
+    if system.gpu_temp_c_max is not None:
+        note += f", up to {system.gpu_temp_c_max:.0f} °C"
+    if system.clock_limits:
+        note += f"; held down by {', '.join(system.clock_limits)} at times: timings may read slow"
+    return note
 
 
 def _job_line(session: Session, job: Job, run: Run | None, board: Leaderboard) -> tuple[str, bool]:

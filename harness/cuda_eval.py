@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import compile as nvcc_build
-from harness import scoring, stats
+from harness import scoring, stats, sysinfo
 from harness.problem import ProblemError, Work
 from harness.process import (
     StreamCapture,
@@ -263,6 +263,33 @@ def _run_modes(
     cases = spec.task.benchmarks
     result.system.sm_clock_mhz_before = nvml.sm_clock_mhz()
     emit(Progress("benchmarking", 0, len(cases)))
+    with sysinfo.watching(nvml, result.system):
+        _time_cases(spec, workspace, result, emit, deadline, binary, seeds, outputs)
+    result.system.sm_clock_mhz_after = nvml.sm_clock_mhz()
+    _check_floor(result.benchmarks, work, spec)
+    medians = [(b.median_ns or 0.0) * 1e-9 for b in result.benchmarks]
+    try:
+        result.score_s = scoring.combine(spec.task.ranking_by, medians)
+    except ValueError as exc:
+        raise RunEnded(Status.ERROR, f"cannot score this leaderboard: {exc}") from None
+    result.status = Status.PASSED
+    result.verdict = (
+        f"all {len(tests)} tests passed; score {format_seconds(result.score_s)} "
+        f"({spec.task.ranking_by} of {len(medians)} benchmark medians)"
+    )
+
+
+def _time_cases(
+    spec: JobSpec,
+    workspace: Workspace,
+    result: Result,
+    emit: Emit,
+    deadline: float,
+    binary: Path,
+    seeds: SeedPlan,
+    outputs: list[tuple[StreamCapture, StreamCapture]],
+) -> None:
+    cases = spec.task.benchmarks
     if spec.mode is Mode.RANKED:
         for index, case in enumerate(cases):
             label = f"in benchmark {index + 1} of {len(cases)}"
@@ -294,18 +321,6 @@ def _run_modes(
             label = f"benchmark {index + 1} of {len(cases)}"
             result.benchmarks.append(_benchmark_from(report, index, case, label))
         emit(Progress("benchmarking", len(cases), len(cases)))
-    result.system.sm_clock_mhz_after = nvml.sm_clock_mhz()
-    _check_floor(result.benchmarks, work, spec)
-    medians = [(b.median_ns or 0.0) * 1e-9 for b in result.benchmarks]
-    try:
-        result.score_s = scoring.combine(spec.task.ranking_by, medians)
-    except ValueError as exc:
-        raise RunEnded(Status.ERROR, f"cannot score this leaderboard: {exc}") from None
-    result.status = Status.PASSED
-    result.verdict = (
-        f"all {len(tests)} tests passed; score {format_seconds(result.score_s)} "
-        f"({spec.task.ranking_by} of {len(medians)} benchmark medians)"
-    )
 
 
 def _check_floor(benchmarks: list[CaseResult], work: Work, spec: JobSpec) -> None:

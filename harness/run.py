@@ -211,7 +211,8 @@ def _run_python(
             return
         if nvml is not None:
             result.system.sm_clock_mhz_before = nvml.sm_clock_mhz()
-        _run_benchmarks(session, problem, seeds, spec, result, emit, deadline)
+        with sysinfo.watching(nvml, result.system):
+            _run_benchmarks(session, problem, seeds, spec, result, emit, deadline)
         if nvml is not None:
             result.system.sm_clock_mhz_after = nvml.sm_clock_mhz()
     finally:

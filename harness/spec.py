@@ -139,6 +139,12 @@ class SystemInfo:
     sm_clock_mhz_before: float | None = None
     sm_clock_mhz_after: float | None = None
     isolation: str = ""  # how the submission's process was isolated, e.g. "uid 65534 (nobody)"
+    # Sampled every 100 ms while benchmarks ran (NVML): the SM clock's range, the hottest the
+    # GPU got, and what held its clock down at some point (e.g. "power cap", "thermal").
+    sm_clock_mhz_min: float | None = None
+    sm_clock_mhz_max: float | None = None
+    gpu_temp_c_max: float | None = None
+    clock_limits: list[str] = field(default_factory=list)
 
 
 @dataclass

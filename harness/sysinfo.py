@@ -1,4 +1,5 @@
-"""What machine a result was measured on: versions, GPU, driver and SM clock (NVML via ctypes)."""
+"""What machine a result was measured on: versions, GPU, driver and SM clock (NVML via ctypes),
+and what the GPU's clock did while benchmarks ran."""
 
 from __future__ import annotations
 
@@ -6,12 +7,26 @@ import ctypes
 import importlib.metadata
 import platform
 import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from harness.spec import SystemInfo
 
 NVML_CLOCK_SM = 1
+NVML_TEMPERATURE_GPU = 0
+# nvmlClocksEventReasons bits that mean the clock was held down (idle, application clocks and
+# display settings are left out: they say nothing about a kernel's speed).
+CLOCK_LIMITS = {
+    0x4: "power cap",
+    0x8: "hardware slowdown",
+    0x20: "thermal (software)",
+    0x40: "thermal (hardware)",
+    0x80: "power brake",
+}
+WATCH_INTERVAL_S = 0.2
 
 
 class Nvml:
@@ -44,6 +59,25 @@ class Nvml:
         if self._lib.nvmlDeviceGetClockInfo(self._handle, NVML_CLOCK_SM, ctypes.byref(value)) != 0:
             return None
         return float(value.value)
+
+    def temperature_c(self) -> float | None:
+        if self._lib is None or not self._handle.value:
+            return None
+        value = ctypes.c_uint()
+        if self._lib.nvmlDeviceGetTemperature(self._handle, NVML_TEMPERATURE_GPU, ctypes.byref(value)) != 0:
+            return None
+        return float(value.value)
+
+    def clock_limits(self) -> int:
+        """The clock event (throttle) reason bits now; 0 where NVML cannot say."""
+        if self._lib is None or not self._handle.value:
+            return 0
+        value = ctypes.c_ulonglong()
+        for name in ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"):
+            function = getattr(self._lib, name, None)
+            if function is not None and function(self._handle, ctypes.byref(value)) == 0:
+                return int(value.value)
+        return 0
 
     def driver(self) -> str:
         if self._lib is None:
@@ -89,3 +123,41 @@ def collect(device: str, child_info: dict[str, Any], nvml: Nvml | None) -> Syste
     else:
         info.driver = (nvml.driver() if nvml else "") or _driver_from_proc()
     return info
+
+
+@contextmanager
+def watching(nvml: Nvml | None, info: SystemInfo) -> Iterator[None]:
+    """Sample the SM clock, the temperature and the clock limits while the block runs, and record
+    their range in ``info``: a score measured while the GPU was power- or heat-limited says so."""
+    if nvml is None or nvml.sm_clock_mhz() is None:
+        yield
+        return
+    clocks: list[float] = []
+    temperatures: list[float] = []
+    limits = 0
+    stop = threading.Event()
+
+    def sample() -> None:
+        nonlocal limits
+        while True:
+            clock, temperature = nvml.sm_clock_mhz(), nvml.temperature_c()
+            if clock is not None:
+                clocks.append(clock)
+            if temperature is not None:
+                temperatures.append(temperature)
+            limits |= nvml.clock_limits()
+            if stop.wait(WATCH_INTERVAL_S):
+                return
+
+    thread = threading.Thread(target=sample, name="kernelcup-clock-watch", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=2)
+        if clocks:
+            info.sm_clock_mhz_min, info.sm_clock_mhz_max = min(clocks), max(clocks)
+        if temperatures:
+            info.gpu_temp_c_max = max(temperatures)
+        info.clock_limits = [name for bit, name in CLOCK_LIMITS.items() if limits & bit]

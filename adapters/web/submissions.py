@@ -28,7 +28,8 @@ from harness.spec import CaseResult, Mode, Result, SpecError
 
 MAX_LIST = 100
 _SYSTEM_SHOWN = ("device", "gpu", "driver", "torch", "cuda", "triton", "python", "sm_clock_mhz_before",
-                 "sm_clock_mhz_after", "isolation")  # not the runner's hostname
+                 "sm_clock_mhz_after", "sm_clock_mhz_min", "sm_clock_mhz_max", "gpu_temp_c_max", "clock_limits",
+                 "isolation")  # not the runner's hostname
 
 
 def _not_found(submission_id: int) -> ApiError:
@@ -142,7 +143,7 @@ def _job(session: Session, job: Job, board: Leaderboard, with_logs: bool) -> Job
     out.tests = [_case(c) for c in result.tests]
     out.benchmarks = [_case(c) for c in result.benchmarks]
     system = asdict(result.system)
-    out.system = {k: system[k] for k in _SYSTEM_SHOWN if system.get(k) not in (None, "")}
+    out.system = {k: system[k] for k in _SYSTEM_SHOWN if system.get(k) not in (None, "", [])}
     if with_logs:
         logs = {"stdout": result.stdout, "stderr": result.stderr, "compile": result.compile_log, **result.files}
         out.logs = {name: text for name, text in logs.items() if text.strip()}

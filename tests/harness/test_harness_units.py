@@ -306,3 +306,43 @@ def test_each_round_draws_its_own_inputs() -> None:
     case = {"size": 8, "seed": 7}
     seeds = {plan.case(case, purpose, 0)["seed"] for purpose in ("bench", "bench-round1", "bench-round2")}
     assert len(seeds) == 3
+
+
+class _Gpu:
+    """NVML's answers for a GPU that heats up and hits its power cap half way (the real NVML
+    path ran on an H100 and an H200: see BENCHMARKS.md)."""
+
+    def __init__(self) -> None:
+        self.samples = 0
+
+    def sm_clock_mhz(self) -> float:
+        self.samples += 1
+        return 1980.0 if self.samples < 3 else 1755.0
+
+    def temperature_c(self) -> float:
+        return 40.0 + self.samples
+
+    def clock_limits(self) -> int:
+        return 0x1 | (0x4 if self.samples >= 3 else 0)  # idle is never reported
+
+
+def test_the_clock_is_watched_while_benchmarks_run_and_its_limits_are_reported() -> None:
+    from core.report import clock_note
+    from harness import sysinfo
+
+    gpu = _Gpu()
+    result = Result(job_id="j", mode="ranked", status="passed", verdict="ok")  # type: ignore[arg-type]
+    with sysinfo.watching(gpu, result.system):  # type: ignore[arg-type]
+        deadline = time.monotonic() + 5
+        while gpu.samples < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    system = Result.from_json(result.to_json()).system
+    assert (system.sm_clock_mhz_min, system.sm_clock_mhz_max) == (1755.0, 1980.0)
+    assert system.gpu_temp_c_max is not None and system.gpu_temp_c_max >= 44.0
+    assert system.clock_limits == ["power cap"]
+    note = clock_note(Result.from_json(result.to_json()))
+    assert note.startswith("GPU clock 1755-1980 MHz, up to ") and "held down by power cap" in note
+    quiet = Result(job_id="j", mode="ranked", status="passed", verdict="ok")  # type: ignore[arg-type]
+    with sysinfo.watching(None, quiet.system):  # the CPU: nothing to watch
+        pass
+    assert quiet.system.sm_clock_mhz_min is None and clock_note(quiet) == ""
