@@ -12,8 +12,9 @@ range holds the empty kernel and the vectoradd calls only.
 ``spread`` starts PROCS fresh processes per (case, placement) and prints each one's median over
 400 timed calls: same code, same GPU, so the spread is what a re-run can move. ``placement``
 ``fixed`` lets the caching allocator hand every call the same blocks, as it does in a plain
-loop; ``varied`` holds a spacer of random size while each call's inputs are made, so every call
-sees its inputs somewhere else in memory.
+loop; ``varied`` holds spacers of random number and size while each call's inputs are made and
+used, so every call sees its buffers somewhere else. ``PROBE_CASES=histogram`` and
+``PROBE_PLACEMENTS=fixed`` narrow the run.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ CASES: list[tuple[str, str, dict[str, Any]]] = [
     ("vectoradd", "triton.py", {"size": 4096, "seed": 31232}),
     ("softmax", "triton.py", {"rows": 65536, "cols": 1024, "dtype": "float16", "seed": 93246}),
     ("histogram", "triton.py", {"size": 268435456, "bins": 256, "contention": 90, "seed": 93246}),
+    ("histogram", "triton.py", {"size": 268435456, "bins": 256, "contention": 10, "seed": 54352}),
     ("grayscale", "triton.py", {"height": 4096, "width": 4096, "seed": 54352}),
     ("prefixsum", "triton.py", {"size": 16777216, "seed": 54352}),
 ]
@@ -52,9 +54,20 @@ def load(board: str, solution: str) -> tuple[Any, Any]:
     return reference, namespace["custom_kernel"]
 
 
-def one_process(index: int, placement: str) -> int:
+def spacers(rng: random.Random) -> list[Any]:
+    """Up to 63 small allocations (the caching allocator's small pool: a block freed by the last
+    call no longer fits the next one first) and one of 1-33 MiB (the large pool)."""
     import torch
 
+    held = [
+        torch.empty(rng.randrange(1, 9) * 512, dtype=torch.uint8, device="cuda") for _ in range(rng.randrange(0, 64))
+    ]
+    large = (rng.randrange(1, 33) << 20) + rng.randrange(0, 2048) * 512
+    held.append(torch.empty(large, dtype=torch.uint8, device="cuda"))
+    return held
+
+
+def one_process(index: int, placement: str) -> int:
     from harness.timing import CudaTimer, warm_up
 
     board, solution, case = CASES[index]
@@ -65,13 +78,13 @@ def one_process(index: int, placement: str) -> int:
     warm_up(timer, kernel, data, 0.1, 1.0)
     del data
     times = []
+    hosts = []
     for call in range(CALLS):
-        spacer = None
-        if placement == "varied":
-            spacer = torch.empty(rng.randrange(1, 64) << 20, dtype=torch.uint8, device="cuda")
+        spacer = spacers(rng) if placement == "varied" else None
         data = reference.generate_input(**{**case, "seed": case["seed"] + call}, device="cuda")
         reading = timer.time_call(kernel, data)
         times.append(reading.event_ns)
+        hosts.append(reading.host_ns)
         del data, reading, spacer
     half = CALLS // 2
     print(
@@ -80,6 +93,9 @@ def one_process(index: int, placement: str) -> int:
                 "median": statistics.median(times),
                 "first_half": statistics.median(times[:half]),
                 "second_half": statistics.median(times[half:]),
+                "sleep_us": timer.sleep_ns / 1000,
+                "host_us": statistics.median(hosts) / 1000,
+                "host_over_sleep": sum(h > timer.sleep_ns for h in hosts) / len(hosts),
             }
         )
     )
@@ -87,10 +103,15 @@ def one_process(index: int, placement: str) -> int:
 
 
 def spread(procs: int) -> int:
+    only = os.environ.get("PROBE_CASES")
+    placements = os.environ.get("PROBE_PLACEMENTS", "fixed,varied").split(",")
     for index, (board, _, case) in enumerate(CASES):
-        for placement in ("fixed", "varied"):
+        if only and board not in only.split(","):
+            continue
+        for placement in placements:
             medians = []
             halves = []
+            hosts = []
             for _ in range(procs):
                 out = subprocess.run(
                     [sys.executable, __file__, "one", str(index), placement],
@@ -104,11 +125,13 @@ def spread(procs: int) -> int:
                 row = json.loads(out.stdout.strip().splitlines()[-1])
                 medians.append(row["median"] / 1000)
                 halves.append(abs(row["first_half"] - row["second_half"]) / row["median"] * 100)
+                hosts.append(f"{row['host_us']:.0f}/{row['sleep_us']:.0f}/{row['host_over_sleep']:.2f}")
             lo, hi = min(medians), max(medians)
             print(
                 f"{board} {json.dumps(case)} {placement}: medians µs "
                 + ", ".join(f"{m:.2f}" for m in medians)
-                + f" | spread {100 * (hi - lo) / lo:.2f}% | in-process halves max {max(halves):.2f}%",
+                + f" | spread {100 * (hi - lo) / lo:.2f}% | in-process halves max {max(halves):.2f}%"
+                + " | host µs/sleep µs/share over: " + ", ".join(hosts),
                 flush=True,
             )
     return 0
