@@ -261,10 +261,44 @@ def _run_modes(
         result.status, result.verdict = Status.PASSED, f"all {len(tests)} tests passed"
         return
     cases = spec.task.benchmarks
+
+    def time_cases() -> None:
+        if spec.mode is Mode.RANKED:
+            for index, case in enumerate(cases):
+                label = f"in benchmark {index + 1} of {len(cases)}"
+                derived = seeds.case(case, "bench")
+                report = _run_binary(
+                    binary,
+                    "leaderboard",
+                    [derived],
+                    workspace,
+                    deadline,
+                    spec.timeout_s,
+                    label,
+                    outputs,
+                )
+                result.benchmarks.append(_benchmark_from(report, 0, case, label))
+                emit(Progress("benchmarking", index + 1, len(cases)))
+        else:
+            report = _run_binary(
+                binary,
+                "benchmark",
+                cases,
+                workspace,
+                deadline,
+                spec.timeout_s,
+                "while benchmarking",
+                outputs,
+            )
+            for index, case in enumerate(cases):
+                label = f"benchmark {index + 1} of {len(cases)}"
+                result.benchmarks.append(_benchmark_from(report, index, case, label))
+            emit(Progress("benchmarking", len(cases), len(cases)))
+
     result.system.sm_clock_mhz_before = nvml.sm_clock_mhz()
     emit(Progress("benchmarking", 0, len(cases)))
     with sysinfo.watching(nvml, result.system):
-        _time_cases(spec, workspace, result, emit, deadline, binary, seeds, outputs)
+        time_cases()
     result.system.sm_clock_mhz_after = nvml.sm_clock_mhz()
     _check_floor(result.benchmarks, work, spec)
     medians = [(b.median_ns or 0.0) * 1e-9 for b in result.benchmarks]
@@ -277,50 +311,6 @@ def _run_modes(
         f"all {len(tests)} tests passed; score {format_seconds(result.score_s)} "
         f"({spec.task.ranking_by} of {len(medians)} benchmark medians)"
     )
-
-
-def _time_cases(
-    spec: JobSpec,
-    workspace: Workspace,
-    result: Result,
-    emit: Emit,
-    deadline: float,
-    binary: Path,
-    seeds: SeedPlan,
-    outputs: list[tuple[StreamCapture, StreamCapture]],
-) -> None:
-    cases = spec.task.benchmarks
-    if spec.mode is Mode.RANKED:
-        for index, case in enumerate(cases):
-            label = f"in benchmark {index + 1} of {len(cases)}"
-            derived = seeds.case(case, "bench")
-            report = _run_binary(
-                binary,
-                "leaderboard",
-                [derived],
-                workspace,
-                deadline,
-                spec.timeout_s,
-                label,
-                outputs,
-            )
-            result.benchmarks.append(_benchmark_from(report, 0, case, label))
-            emit(Progress("benchmarking", index + 1, len(cases)))
-    else:
-        report = _run_binary(
-            binary,
-            "benchmark",
-            cases,
-            workspace,
-            deadline,
-            spec.timeout_s,
-            "while benchmarking",
-            outputs,
-        )
-        for index, case in enumerate(cases):
-            label = f"benchmark {index + 1} of {len(cases)}"
-            result.benchmarks.append(_benchmark_from(report, index, case, label))
-        emit(Progress("benchmarking", len(cases), len(cases)))
 
 
 def _check_floor(benchmarks: list[CaseResult], work: Work, spec: JobSpec) -> None:
