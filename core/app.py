@@ -74,10 +74,11 @@ class Kernelcup:
         if self.scheduling is not None:
             await self.scheduling.start()
 
-    async def stop(self) -> None:
+    async def stop(self, drain_s: float = 10.0) -> None:
+        """Stop serving; running jobs get ``drain_s`` to finish, then go back to the queue."""
         if self.scheduling is not None:
             await self.scheduling.stop()
-        await self.pipeline.stop()
+        await self.pipeline.stop(drain_s)
         await self._each_runner("aclose")
         if self._announcing:
             await asyncio.wait(list(self._announcing), timeout=10)

@@ -55,7 +55,7 @@ except ImportError:  # GPU images often lack PyYAML: task.yml needs only a small
     sys.modules["yaml"] = taskyml
 
 import torch  # noqa: E402
-from conftest import HarnessRun, leaderboard_spec, run_harness  # noqa: E402
+from conftest import HarnessRun, leaderboard_spec, read_run, run_harness, start_harness  # noqa: E402
 
 from harness.spec import GpuInfo, JobSpec, Mode, Result, Status  # noqa: E402
 from harness.workspace import cache_dir  # noqa: E402
@@ -198,29 +198,12 @@ def _ci(result: Result) -> float:
 def _standby_run(spec: JobSpec, settle_s: float = 8.0) -> tuple[Result | None, float]:
     """A harness started ahead of the job, as the local runner keeps one: start it, let it get
     warm (torch imported, both CUDA contexts up), then time from the spec to the result."""
-    from harness.spec import SpecError, parse_line
-
-    process = subprocess.Popen(
-        [sys.executable, "-m", "harness"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, **CACHE_ENV},
-    )
+    process = start_harness(CACHE_ENV)
     time.sleep(settle_s)
     started = time.monotonic()
-    stdout, _ = process.communicate(spec.to_json(), timeout=spec.timeout_s + 30)
+    stdout, stderr = process.communicate(spec.to_json(), timeout=spec.timeout_s + 30)
     wall = time.monotonic() - started
-    for line in stdout.splitlines():
-        try:
-            parsed = parse_line(line, spec.result_key)
-        except SpecError:
-            continue
-        if isinstance(parsed, Result):
-            return parsed, wall
-    return None, wall
+    return read_run(stdout, stderr, process.returncode, spec.result_key).result, wall
 
 
 def section_latency(report: Report, state: dict[str, Any]) -> None:

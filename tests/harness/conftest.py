@@ -94,24 +94,28 @@ class HarnessRun:
         return self.result
 
 
-def run_harness(spec: JobSpec, *, wall_limit_s: float | None = None, env: dict[str, str] | None = None) -> HarnessRun:
-    """Run ``python -m harness`` as the runner does and parse what it prints."""
-    from harness.spec import SpecError
-
-    completed = subprocess.run(
+def start_harness(env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """``python -m harness`` as a runner starts it: waiting for its spec on stdin."""
+    return subprocess.Popen(
         [sys.executable, "-m", "harness"],
-        input=spec.to_json(),
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         cwd=REPO,
         env={**os.environ, **(env or {})},
-        timeout=wall_limit_s if wall_limit_s is not None else spec.timeout_s + 30,
     )
-    run = HarnessRun(None, stderr=completed.stderr, returncode=completed.returncode)
-    for line in completed.stdout.splitlines():
+
+
+def read_run(stdout: str, stderr: str, returncode: int, key: str) -> HarnessRun:
+    """What a harness printed: its progress and its one result line, each checked with ``key``."""
+    from harness.spec import SpecError
+
+    run = HarnessRun(None, stderr=stderr, returncode=returncode)
+    for line in stdout.splitlines():
         run.lines.append(line)
         try:
-            parsed = parse_line(line, spec.result_key)
+            parsed = parse_line(line, key)
         except SpecError:
             run.rejected.append(line)
             continue
@@ -121,6 +125,20 @@ def run_harness(spec: JobSpec, *, wall_limit_s: float | None = None, env: dict[s
             assert run.result is None, "more than one valid result line"
             run.result = parsed
     return run
+
+
+def run_harness(spec: JobSpec, *, wall_limit_s: float | None = None, env: dict[str, str] | None = None) -> HarnessRun:
+    """Run ``python -m harness`` as the runner does and parse what it prints."""
+    process = start_harness(env)
+    try:
+        stdout, stderr = process.communicate(
+            spec.to_json(), timeout=wall_limit_s if wall_limit_s is not None else spec.timeout_s + 30
+        )
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise
+    return read_run(stdout, stderr, process.returncode, spec.result_key)
 
 
 def submission(name: str) -> str:

@@ -3,17 +3,15 @@ before the spec arrives, knows nothing of the job until it is handed one, and ne
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import DEVICE, LEADERBOARDS, REPO, leaderboard_spec, submission
+from conftest import DEVICE, LEADERBOARDS, leaderboard_spec, read_run, start_harness, submission
 
 from harness.process import children_of
-from harness.spec import Result, SpecError, Status, parse_line
+from harness.spec import Result, Status
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -35,15 +33,7 @@ def _alive(pid: int) -> bool:
 
 def _started_harness() -> tuple[subprocess.Popen[str], int]:
     """``python -m harness`` with no spec yet, and its submission process once that is up."""
-    harness = subprocess.Popen(
-        [sys.executable, "-m", "harness"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-        env=dict(os.environ),
-    )
+    harness = start_harness()
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         child = next((pid for pid in children_of(harness.pid) if "harness.child" in _cmdline(pid)), None)
@@ -55,14 +45,8 @@ def _started_harness() -> tuple[subprocess.Popen[str], int]:
 
 
 def _result(stdout: str, key: str) -> Result | None:
-    for line in stdout.splitlines():
-        try:
-            parsed = parse_line(line, key)
-        except SpecError:
-            continue
-        if isinstance(parsed, Result):
-            return parsed
-    return None
+    result: Result | None = read_run(stdout, "", 0, key).result
+    return result
 
 
 def test_the_submission_process_is_up_before_the_spec_and_serves_it() -> None:

@@ -73,8 +73,7 @@ class Bots:
     async def stop_app(self, app: Kernelcup) -> None:
         if app in self.apps:
             self.apps.remove(app)
-            await app.pipeline.stop(drain_s=0)  # a running job goes back to the queue at once
-            await app.stop()
+            await app.stop(drain_s=0)  # a running job goes back to the queue at once
             app.engine.dispose()
 
     async def stop(self, slack: Slack) -> None:
