@@ -90,7 +90,7 @@ def load_settings(path: Path | None = None, env: dict[str, str] | None = None) -
         limits=limits,
         gpus=gpus,
         runners=dict(raw.get("runners") or {}),
-        roles={k: list(v or []) for k, v in (raw.get("roles") or {}).items()},
+        roles={k: as_list(v) for k, v in (raw.get("roles") or {}).items()},
         announcements=dict(raw.get("announcements") or {}),
         logging={k: str(v) for k, v in (raw.get("logging") or {}).items()},
         sections={k: dict(v) for k, v in raw.items() if k not in _READ_KEYS and isinstance(v, dict)},
@@ -117,4 +117,20 @@ def _apply_env(raw: dict[str, Any], env: dict[str, str]) -> None:
                 child = node[part] = {}
             node = child
         parsed = yaml.safe_load(value) if value else value
-        node[path[-1]] = value if isinstance(parsed, dict | list) else parsed
+        if isinstance(node.get(path[-1]), list) and not isinstance(parsed, list):
+            parsed = as_list(value)  # a list key set from the environment: "a b" or "a,b"
+        node[path[-1]] = value if isinstance(parsed, dict) else parsed
+
+
+def as_list(value: Any) -> list[str]:
+    """A list-valued setting: a YAML list, or a string of items separated by commas (when it
+    has any: a role name may hold spaces) or else by spaces; never a string taken character by
+    character."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        parts = value.split(",") if "," in value else value.split()
+        return [item.strip() for item in parts if item.strip()]
+    if isinstance(value, list | tuple):
+        return [str(item) for item in value]
+    return [str(value)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -14,7 +15,9 @@ from sqlmodel import Session, col, delete, select
 
 from core.errors import NotFound, UserError
 from core.models import Leaderboard, LeaderboardFile, LeaderboardGpu
-from core.tasks import TaskFolder, read_task_folder
+from core.problem_sets import find_task_folders
+from core.task_fields import nvidia_gpus, refuse_unsupported
+from core.tasks import DEFAULT_RANKING, TaskFolder, read_task_folder
 
 TEMPLATES_KEY = "x-kernelcup-templates"  # kept beside the parsed task; never sent to the harness
 
@@ -23,7 +26,8 @@ def get_leaderboard(session: Session, name: str, *, include_hidden: bool = True)
     board = session.exec(select(Leaderboard).where(Leaderboard.name == name)).first()
     if board is not None and (include_hidden or board.visibility == "public"):
         return board
-    names = list(session.exec(select(Leaderboard.name)).all())
+    # The hint names public leaderboards only: a hidden one is never revealed by a typo.
+    names = list(session.exec(select(Leaderboard.name).where(Leaderboard.visibility == "public")).all())
     closest = difflib.get_close_matches(name, names, n=1)
     hint = f"Did you mean {closest[0]}? " if closest else ""
     hint += f"Leaderboards: {', '.join(sorted(names))}." if names else "There are no leaderboards yet."
@@ -54,6 +58,18 @@ def new_secret_seed() -> int:
     return secrets.randbits(62)
 
 
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+
+
+def check_name(name: str) -> None:
+    """Leaderboard names go into URLs, file names and chat: letters, digits, ``_`` and ``-``."""
+    if not NAME.fullmatch(name):
+        raise UserError(
+            f"{name[:80]!r} cannot be a leaderboard name.",
+            "Use 1-64 letters, digits, '_' or '-', starting with a letter or digit (e.g. vectoradd_v2).",
+        )
+
+
 def create_leaderboard(
     session: Session,
     folder: TaskFolder,
@@ -63,6 +79,7 @@ def create_leaderboard(
     creator_id: int | None = None,
     source_dir: str | None = None,
 ) -> Leaderboard:
+    check_name(folder.name)
     if deadline.tzinfo is None:
         raise UserError("A deadline needs a time zone.", "Write it like 2026-12-31T23:59Z.")
     if not gpus:
@@ -74,7 +91,7 @@ def create_leaderboard(
         description=folder.description,
         lang=folder.lang,
         deadline=deadline,
-        ranking_by=str(folder.task.get("ranking_by", "geom")),
+        ranking_by=str(folder.task.get("ranking_by", DEFAULT_RANKING)),
         task_json=_task_json(folder),
         secret_seed=new_secret_seed(),
         source_dir=source_dir,
@@ -98,7 +115,7 @@ def update_from_folder(session: Session, board: Leaderboard, folder: TaskFolder)
     board.task_json = task_json
     board.description = folder.description
     board.lang = folder.lang
-    board.ranking_by = str(folder.task.get("ranking_by", "geom"))
+    board.ranking_by = str(folder.task.get("ranking_by", DEFAULT_RANKING))
     session.add(board)
     _replace_files(session, board.id, folder.files)
     return True
@@ -119,34 +136,49 @@ class SyncReport:
 def sync_folder(
     session: Session, root: Path, *, served_gpus: list[str], now: datetime, default_days: int
 ) -> SyncReport:
-    """Every folder under ``root`` with a task.yml becomes (or refreshes) a leaderboard of its name.
+    """Every leaderboard folder under ``root`` becomes (or refreshes) a leaderboard of its name:
+    kernelcup's layout or GPU MODE's problem sets (``core.problem_sets``).
 
-    New leaderboards open on the GPUs a runner serves now that task.yml allows (or all of them
-    when task.yml names none, e.g. the local GPU or ``cpu``).
+    New leaderboards open on the GPUs a runner serves now that task.yml (or the problem set)
+    allows, or all of them when it names none (e.g. the local GPU or ``cpu``). A folder that
+    cannot be read or run here is reported with its reason; the others still load.
     """
     report = SyncReport()
     if not root.is_dir():
         report.errors[str(root)] = "not a folder"
         return report
-    for folder in sorted(p for p in root.iterdir() if (p / "task.yml").is_file()):
+    found, report.errors = find_task_folders(root)
+    for entry in found:
         try:
-            task = read_task_folder(folder)
+            # The operator's own folder: a source may reach anything in it (GPU MODE's problem sets
+            # share ../utils.py, and linalg's reach ../../pmpp_v2/utils.py), nothing outside it.
+            task = read_task_folder(entry.folder, name=entry.name, reach=root)
+            if entry.gpus:
+                refuse_unsupported({**task.task, "gpus": entry.gpus}, where=f"{entry.name}'s problem set")
         except (UserError, OSError, UnicodeDecodeError) as exc:
-            report.errors[folder.name] = getattr(exc, "message", str(exc))
+            report.errors[entry.name] = _one_line(getattr(exc, "message", str(exc)))
             continue
         existing = session.exec(select(Leaderboard).where(Leaderboard.name == task.name)).first()
         if existing is None:
-            wanted = [str(g) for g in task.task.get("gpus") or []]
+            wanted = nvidia_gpus(entry.gpus or [str(g) for g in task.task.get("gpus") or []])
             gpus = [g for g in served_gpus if not wanted or g in wanted or g == "cpu"]
-            deadline = _task_deadline(task) or now + timedelta(days=default_days)
-            create_leaderboard(session, task, deadline=deadline, gpus=gpus or served_gpus,
-                               source_dir=str(folder))
+            try:
+                deadline = _task_deadline(task) or now + timedelta(days=default_days)
+                create_leaderboard(session, task, deadline=deadline, gpus=gpus or served_gpus,
+                                   source_dir=str(entry.folder))
+            except (UserError, ValueError) as exc:
+                report.errors[entry.name] = _one_line(getattr(exc, "message", str(exc)))
+                continue
             report.created.append(task.name)
         elif update_from_folder(session, existing, task):
             report.updated.append(task.name)
         else:
             report.unchanged.append(task.name)
     return report
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())
 
 
 def _task_deadline(folder: TaskFolder) -> datetime | None:

@@ -28,7 +28,10 @@ def format_case(case: dict[str, object]) -> str:
     return ", ".join(f"{k}={v}" for k, v in case.items())
 
 
-def submission_reply(session: Session, submission_id: int) -> Reply:
+def submission_reply(session: Session, submission_id: int, details: bool = True) -> Reply:
+    """The report of a submission. ``details``: its logs, profiles and the messages its code
+    printed (exceptions included), for those ``core.visibility.may_see_code`` allows; others
+    get each job's outcome and score only."""
     submission = session.get(Submission, submission_id)
     if submission is None:
         return Reply.error(f"There is no submission #{submission_id}.")
@@ -54,7 +57,7 @@ def submission_reply(session: Session, submission_id: int) -> Reply:
     all_passed = bool(jobs)
     for job in jobs:
         run = runs.get(job.id) if job.id is not None else None
-        line, passed = _job_line(session, job, run, board)
+        line, passed = _job_line(session, job, run, board, details)
         all_passed &= passed
         blocks.append(Text(line, style="success" if passed else "error"))
         if run is None:
@@ -67,7 +70,8 @@ def submission_reply(session: Session, submission_id: int) -> Reply:
             clock = clock_note(result)
             if clock:
                 blocks.append(Text(clock, style="hint"))
-        files.extend(_result_files(submission_id, job.gpu, result))
+        if details:
+            files.extend(_result_files(submission_id, job.gpu, result))
     return Reply(blocks=blocks + files, ok=all_passed, submission_id=None)
 
 
@@ -86,7 +90,7 @@ def clock_note(result: Result) -> str:
     return note
 
 
-def _job_line(session: Session, job: Job, run: Run | None, board: Leaderboard) -> tuple[str, bool]:
+def _job_line(session: Session, job: Job, run: Run | None, board: Leaderboard, details: bool) -> tuple[str, bool]:
     status = JobStatus(job.status)
     if not status.finished:
         return f"[{job.gpu}] {job.progress or status.value}", False
@@ -95,6 +99,8 @@ def _job_line(session: Session, job: Job, run: Run | None, board: Leaderboard) -
         return f"[{job.gpu}] {_ICON[False]} {reason}", False
     result = _result_of(run)
     verdict = result.verdict if result else "unreadable result"
+    if not details and result is not None and not run.passed:
+        verdict = result.status.value.replace("_", " ")  # the message may quote the author's code
     line = f"[{job.gpu}] {_ICON[run.passed]} {verdict}"
     if run.passed and run.score is not None:
         line += f" · score {format_seconds(run.score)}"

@@ -1,9 +1,10 @@
 """Deadlines on a clock: APScheduler 3 closes leaderboards, sends reminders and announcements, and
 drives the final standings.
 
-The leaderboard rows are the source of truth (``core.deadlines``); APScheduler's jobs, kept in the
-same database (``SQLAlchemyJobStore`` on the app's engine), only say when to look at them. The jobs
-are rebuilt from the rows at start, after every command that changes a leaderboard, and every few
+The leaderboard rows are the source of truth (``core.deadlines``); APScheduler's jobs, kept in each
+process's memory, only say when to look at them. Nothing is stored or unpickled from the database:
+a job store there would run whatever anyone who can write its table put in it. The jobs are
+rebuilt from the rows at start, after every command that changes a leaderboard, and every few
 minutes (edits made by another process), under stable ids with ``replace_existing``: an edited
 deadline, a deleted leaderboard or a restart never leaves a stale or duplicate job. Every job
 function re-reads the row and acts through a claim, so a job that fires twice, late, or in two
@@ -19,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine
-from contextlib import suppress
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -27,13 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 from apscheduler.executors.asyncio import AsyncIOExecutor
-from apscheduler.jobstores.base import JobLookupError
-from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+from apscheduler.jobstores.memory import MemoryJobStore
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
-from sqlalchemy import inspect
-from sqlalchemy.exc import SQLAlchemyError
 
 from core.announcements import Announcement, Occasion
 from core.db import session_scope
@@ -48,7 +45,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("kernelcup.scheduling")
 
-# Job functions are stored by reference, as text: a pickled function would break on any move.
+# Job functions are named by reference, as text: the schedule never holds a pickled function.
 CLOSE = "core.scheduling:close_leaderboard"
 REMIND = "core.scheduling:send_reminder"
 OPENED = "core.scheduling:announce_opened"
@@ -58,39 +55,6 @@ RECONCILE_ID = "kernelcup:reconcile"
 
 def job_prefix(board_id: int) -> str:
     return f"leaderboard:{board_id}:"
-
-
-# --- APScheduler, shared by several processes -----------------------------------------------
-
-
-class SharedJobStore(SQLAlchemyJobStore):  # type: ignore[misc]
-    """APScheduler's SQL job store, in the app's database, shared by every bot process.
-
-    APScheduler 3 assumes it owns its store: after running a job it removes or updates the row
-    and raises when the row is gone, which also stops that scheduler's timer. Here another
-    process may have run and removed the job first, which is fine (the job functions are
-    idempotent), so a missing row is not an error. The engine is the app's: shutting the store
-    down must not dispose it.
-    """
-
-    def remove_job(self, job_id: str) -> None:
-        with suppress(JobLookupError):
-            super().remove_job(job_id)
-
-    def update_job(self, job: Any) -> None:
-        with suppress(JobLookupError):
-            super().update_job(job)
-
-    def shutdown(self) -> None:
-        return None
-
-    def ensure_table(self) -> None:
-        """Two processes starting at once may both try to create it; one of them wins."""
-        try:
-            self.jobs_t.create(self.engine, checkfirst=True)
-        except SQLAlchemyError:
-            if not inspect(self.engine).has_table(self.jobs_t.name):
-                raise
 
 
 _OWNER: ContextVar[Scheduling] = ContextVar("kernelcup_scheduling")
@@ -181,7 +145,7 @@ class Scheduling:
     def __init__(self, app: Kernelcup) -> None:
         self.app = app
         self.config = ScheduleConfig.from_settings(app.settings)
-        self.store = SharedJobStore(engine=app.engine)
+        self.store = MemoryJobStore()
         self.scheduler = AsyncIOScheduler(
             timezone=UTC,
             jobstores={"default": self.store},
@@ -200,7 +164,6 @@ class Scheduling:
     async def start(self) -> None:
         """Rebuild the jobs from the rows, then run them after ``start_delay``: announcements
         made at start (a deadline missed while down) must find the adapters registered."""
-        await asyncio.to_thread(self.store.ensure_table)
         self.scheduler.start(paused=True)
         await asyncio.to_thread(self.rebuild)
         every = max(1.0, self.config.reconcile.total_seconds())

@@ -13,12 +13,14 @@ from typing import Any
 
 import yaml
 
+from core import task_fields
 from core.errors import UserError
 from harness.spec import TaskConfig
 
 SUBMISSION_MARK = "@SUBMISSION@"
 MAX_TASK_FILE_BYTES = 4 * 1024 * 1024
 RANKINGS = ("last", "mean", "geom")
+DEFAULT_RANKING = "last"  # GPU MODE's default (RankCriterion.LAST): imported problems rank as there
 
 
 @dataclass(frozen=True)
@@ -39,22 +41,24 @@ class TaskFolder:
         return str(self.task.get("description", "")).strip()
 
 
-def read_task_folder(folder: Path, name: str | None = None) -> TaskFolder:
-    """Load ``folder/task.yml`` and the files it names (sources may point outside, e.g. ../utils.py)."""
+def read_task_folder(folder: Path, name: str | None = None, reach: Path | None = None) -> TaskFolder:
+    """Load ``folder/task.yml`` and the files it names.
+
+    Sources resolve inside ``reach`` only (default: the folder itself; a folder synced from the
+    operator's ``leaderboards_dir`` may reach its parent, where GPU MODE's problem sets keep a
+    shared ``utils.py``). An uploaded bundle carries ``../utils.py`` beside task.yml: it is found
+    by its name in the folder. Anything else — an absolute path, ``../../etc``, ``/proc``, a link
+    out — gets the same answer as a missing file, so the answer says nothing of the server.
+    """
     task_yml = folder / "task.yml"
     if not task_yml.is_file():
-        raise UserError(f"{folder} has no task.yml", "A leaderboard folder needs task.yml, task.py and reference.py.")
-    task = parse_task_yml(task_yml.read_text(encoding="utf-8"))
+        raise UserError(f"{folder.name} has no task.yml",
+                        "A leaderboard folder needs task.yml, task.py and reference.py.")
+    task = parse_task_yml(_text(task_yml, "task.yml"))
+    boundary = (reach or folder).resolve()
 
     def read(source: str) -> str:
-        path = (folder / source).resolve()
-        if not path.is_file():  # an uploaded bundle carries ../utils.py beside task.yml
-            path = folder / Path(source).name
-        if not path.is_file():
-            raise UserError(f"task.yml names {source}, which is not in {folder}")
-        if path.stat().st_size > MAX_TASK_FILE_BYTES:
-            raise UserError(f"{source} is larger than {MAX_TASK_FILE_BYTES // 1024} KiB")
-        return path.read_text(encoding="utf-8")
+        return _text(_inside(folder, boundary, source), source)
 
     files = {
         str(entry["name"]): read(str(entry["source"]))
@@ -63,6 +67,29 @@ def read_task_folder(folder: Path, name: str | None = None) -> TaskFolder:
     }
     templates = {str(lang): read(str(source)) for lang, source in (task.get("templates") or {}).items()}
     return TaskFolder(name=name or folder.name, task=task, files=files, templates=templates)
+
+
+def _inside(folder: Path, boundary: Path, source: str) -> Path:
+    """The file ``source`` names, if it lies inside ``boundary`` (links resolved first)."""
+    refused = UserError(
+        f"task.yml names {source!r}, which is not a file inside the leaderboard folder",
+        "Sources are paths relative to task.yml, inside the folder (a ../utils.py may sit beside task.yml).",
+    )
+    if not source or "\0" in source or Path(source).is_absolute():
+        raise refused
+    for candidate in ((folder / source).resolve(), (folder / Path(source).name).resolve()):
+        if candidate.is_relative_to(boundary) and candidate.is_file():
+            return candidate
+    raise refused
+
+
+def _text(path: Path, source: str) -> str:
+    if path.stat().st_size > MAX_TASK_FILE_BYTES:
+        raise UserError(f"{source} is larger than {MAX_TASK_FILE_BYTES // 1024} KiB")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"{source} is not UTF-8 text", "Leaderboard files are source code.") from None
 
 
 def parse_task_yml(text: str) -> dict[str, Any]:
@@ -90,8 +117,9 @@ def validate_task(task: dict[str, Any]) -> None:
             raise UserError(f"task.yml: `{key}` must be a list of keyword-argument mappings")
     if not task.get("tests"):
         raise UserError("task.yml: at least one test case is needed")
-    if task.get("ranking_by", "geom") not in RANKINGS:
+    if task.get("ranking_by", DEFAULT_RANKING) not in RANKINGS:
         raise UserError(f"task.yml: `ranking_by` must be one of {', '.join(RANKINGS)}")
+    task_fields.refuse_unsupported(task)
 
 
 def submission_file_name(task: dict[str, Any]) -> str:
@@ -106,10 +134,11 @@ def task_config(task: dict[str, Any]) -> TaskConfig:
         sources=[str(s) for s in config.get("sources", [])],
         include_dirs=[str(d) for d in config.get("include_dirs", [])],
         defines={str(k): str(v) for k, v in (config.get("defines") or {}).items()},
-        compile_flags=[str(f) for f in config.get("compile_flags", [])],
-        tests=list(task.get("tests", [])),
-        benchmarks=list(task.get("benchmarks", [])),
-        ranking_by=str(task.get("ranking_by", "geom")),
+        compile_flags=[str(f) for f in config.get("compile_flags", [])] + task_fields.link_flags(task),
+        tests=task_fields.cases(task, "tests"),
+        benchmarks=task_fields.cases(task, "benchmarks"),
+        ranking_by=str(task.get("ranking_by", DEFAULT_RANKING)),
+        evaluator=str(task.get("evaluator", "auto")),
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from core.config import Settings
 from core.db import as_utc
 from core.leaderboards import task_of
 from core.models import Leaderboard, Role, Submission
@@ -20,6 +21,13 @@ def may_see_board(board: Leaderboard, *, user_id: int | None, role: Role) -> boo
     return board.visibility == "public" or allows(role, Role.ADMIN) or (
         user_id is not None and board.creator_id == user_id
     )
+
+
+def default_code_public(settings: Settings) -> bool:
+    """The operator's default for leaderboards whose task.yml says nothing (``web:`` section,
+    ``code_public_after_deadline``): the same for chat commands and the web."""
+    value = (settings.sections.get("web") or {}).get(CODE_PUBLIC_KEY, True)
+    return value if isinstance(value, bool) else str(value).strip().lower() not in ("0", "false", "no", "off")
 
 
 def code_public_after_deadline(board: Leaderboard, default: bool = True) -> bool:

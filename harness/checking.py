@@ -1,4 +1,4 @@
-"""Is an output right? Layout first (tensor, shape, dtype, device), then the leaderboard's check.
+"""Is an output right? The leaderboard's check decides, after a few refusals no check could overturn.
 
 Runs in the harness process only, on inputs the harness generated itself and on tensors it
 rebuilt from bytes, so nothing the submission controls takes part in the verdict except the
@@ -44,33 +44,48 @@ def _index(flat: int, shape: torch.Size) -> str:
     return "(" + ", ".join(str(p) for p in reversed(parts)) + ")"
 
 
-def layout_problems(output: Any, expected: Any, where: str = "output") -> list[str]:
-    """Differences in structure, shape, dtype and device between ``output`` and ``expected``."""
+def refusals(output: Any, expected: Any, where: str = "output") -> list[str]:
+    """What no ``check_implementation`` could accept, compared with the reference's output.
+
+    Only structure: no tensor where the reference returns one, another number of items, other
+    dict keys. Shape, dtype and device are the problem's check to judge (:func:`differences`):
+    a reference may compute in float64 what the submission writes into a float32 buffer.
+    """
     if isinstance(expected, torch.Tensor):
         if not isinstance(output, torch.Tensor):
             return [f"{where} should be a torch.Tensor, got {type(output).__name__}"]
-        if output.shape != expected.shape:
-            return [f"{where} has shape {tuple(output.shape)}, expected {tuple(expected.shape)}"]
-        if output.dtype != expected.dtype:
-            return [f"{where} has dtype {output.dtype}, expected {expected.dtype}"]
-        if output.device.type != expected.device.type:
-            return [f"{where} is on {output.device.type}, expected {expected.device.type}"]
         return []
     if isinstance(expected, tuple | list):
         if not isinstance(output, tuple | list) or len(output) != len(expected):
             return [f"{where} should be a sequence of {len(expected)} items"]
         found: list[str] = []
         for i, (got, want) in enumerate(zip(output, expected, strict=True)):
-            found += layout_problems(got, want, f"{where}[{i}]")
+            found += refusals(got, want, f"{where}[{i}]")
         return found
     if isinstance(expected, dict):
         if not isinstance(output, dict) or set(output) != set(expected):
             return [f"{where} should be a dict with keys {sorted(map(str, expected))}"]
         found = []
         for key in expected:
-            found += layout_problems(output[key], expected[key], f"{where}[{key!r}]")
+            found += refusals(output[key], expected[key], f"{where}[{key!r}]")
         return found
     return []
+
+
+def differences(output: Any, expected: Any) -> list[str]:
+    """Shape, dtype and device of each output tensor where they differ from the reference's.
+
+    Never a verdict by themselves: they explain a check that failed or could not run.
+    """
+    found = []
+    for where, got, want in _pairs(output, expected):
+        if got.shape != want.shape:
+            found.append(f"{where} has shape {tuple(got.shape)}, the reference {tuple(want.shape)}")
+        if got.dtype != want.dtype:
+            found.append(f"{where} has dtype {got.dtype}, the reference {want.dtype}")
+        if got.device.type != want.device.type:
+            found.append(f"{where} is on {got.device.type}, the reference on {want.device.type}")
+    return found
 
 
 def _pairs(output: Any, expected: Any, where: str = "output") -> list[tuple[str, torch.Tensor, torch.Tensor]]:
@@ -124,29 +139,34 @@ def worst_mismatches(output: Any, expected: Any) -> str:
 
 
 def check_output(problem: Problem, data: Any, output: Any) -> tuple[bool, str]:
-    """``(ok, message)`` for one output against the harness's own ``data``."""
+    """``(ok, message)`` for one output against the harness's own ``data``.
+
+    The problem's ``check_implementation`` is the authority; kernelcup refuses on its own only
+    what no check could accept (:func:`refusals`; the child refuses tensor subclasses and
+    non-tensor values before anything is shipped) and NaN where the reference has none.
+    """
     expected = None
+    unlike: list[str] = []
     if problem.has_reference():
         try:
             expected = problem.reference(clone_tree(data))
         except Exception as exc:
             raise LeaderboardFault(f"ref_kernel failed: {type(exc).__name__}: {exc}") from exc
-        layout = layout_problems(output, expected)
-        if layout:
-            return False, "; ".join(layout)
+        refused = refusals(output, expected)
+        if refused:
+            return False, "; ".join(refused)
+        unlike = differences(output, expected)
     try:
         ok, message = problem.check(data, output)
     except ProblemError as exc:
         raise LeaderboardFault(str(exc)) from exc
     except Exception as exc:
-        if expected is not None:
+        if expected is not None and not unlike:
             raise LeaderboardFault(
                 f"check_implementation failed on a well-formed output: {type(exc).__name__}: {exc}"
             ) from exc
-        return (
-            False,
-            f"check_implementation could not check the output: {type(exc).__name__}: {exc}",
-        )
+        because = f" ({'; '.join(unlike)})" if unlike else ""
+        return False, _shorten(f"check_implementation could not check the output{because}: {type(exc).__name__}: {exc}")
     if expected is not None:
         nans = nan_problems(output, expected)
         if nans:
@@ -154,6 +174,8 @@ def check_output(problem: Problem, data: Any, output: Any) -> tuple[bool, str]:
         if not ok and "expected" not in message:
             worst = worst_mismatches(output, expected)
             message = f"{message}; {worst}" if message and worst else (message or worst)
+        if not ok and unlike:
+            message = f"{message}; {'; '.join(unlike)}" if message else "; ".join(unlike)
     if not ok and not message:
         message = "output does not match the reference"
     return ok, _shorten(message)

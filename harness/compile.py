@@ -96,18 +96,19 @@ def build(spec: JobSpec, workspace: Workspace, deadline: float) -> Build:
         shutil.copyfile(cached, target)
         target.chmod(0o755)
         return Build(target, f"(cached build {key[:12]})\n", True, time.monotonic() - started)
-    identity = workspace.identity
+    # nvcc reads the submission's source: it runs in the sandbox, so an #include of a server
+    # file finds nothing.
+    run_command = workspace.sandbox.wrap(command, workspace.work) if workspace.sandbox is not None else command
     try:
         completed = subprocess.run(
-            command,
+            run_command,
             cwd=workspace.work,
             env=child_environment(workspace.home, {}),
             capture_output=True,
             stdin=subprocess.DEVNULL,
             timeout=max(1.0, deadline - time.monotonic()),
-            user=identity.uid,
-            group=identity.gid,
-            extra_groups=[] if identity.uid is not None else None,
+            start_new_session=True,
+            **workspace.identity.popen_credentials(),
         )
     except subprocess.TimeoutExpired:
         return Build(None, "nvcc timed out", seconds=time.monotonic() - started)

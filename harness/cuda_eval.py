@@ -8,12 +8,14 @@ harness.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +32,7 @@ from harness.process import (
 from harness.run import Emit, attach_output
 from harness.seeds import SeedPlan
 from harness.spec import Case, CaseResult, JobSpec, Mode, Progress, Result, Status
-from harness.verdict import RunEnded, format_seconds
+from harness.verdict import RunEnded, exception_in, format_seconds
 from harness.workspace import Workspace
 
 EXIT_TEST_FAIL = 112
@@ -38,7 +40,7 @@ MAX_REPORT = 4 << 20
 _WORD = re.compile(r"[A-Za-z]+")
 
 
-class _Report(threading.Thread):
+class Report(threading.Thread):
     """Reads the binary's ``key: value`` lines as they come (to name the running case)."""
 
     def __init__(self, fd: int) -> None:
@@ -96,6 +98,14 @@ def case_line(case: Case) -> str:
     return "; ".join(parts)
 
 
+def write_cases(workspace: Workspace, mode: str, cases: list[Case], serial: int) -> Path:
+    """The cases file a driver reads: one ``name: value; ...`` line per case, readable by it."""
+    cases_file = workspace.work / f"cases-{mode}-{serial}.txt"
+    cases_file.write_text("\n".join(case_line(c) for c in cases))
+    cases_file.chmod(0o644)
+    return cases_file
+
+
 def _run_binary(
     binary: Path,
     mode: str,
@@ -106,17 +116,18 @@ def _run_binary(
     label: str,
     outputs: list[tuple[StreamCapture, StreamCapture]],
 ) -> dict[str, str]:
-    cases_file = workspace.work / f"cases-{mode}-{len(outputs)}.txt"
-    cases_file.write_text("\n".join(case_line(c) for c in cases))
-    cases_file.chmod(0o644)
+    cases_file = write_cases(workspace, mode, cases, len(outputs))
     read_fd, write_fd = os.pipe()
     out_read, out_write = os.pipe()
     err_read, err_write = os.pipe()
     identity = workspace.identity
     env = child_environment(workspace.home, {"POPCORN_FD": str(write_fd)})
+    command = [*userns_prefix(identity), str(binary), mode, cases_file.name]
+    if workspace.sandbox is not None:
+        command = workspace.sandbox.wrap(command, workspace.work)
     try:
         popen = subprocess.Popen(
-            [*userns_prefix(identity), str(binary), mode, cases_file.name],
+            command,
             cwd=workspace.work,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -124,22 +135,42 @@ def _run_binary(
             stderr=err_write,
             pass_fds=(write_fd,),
             start_new_session=True,
-            user=identity.uid,
-            group=identity.gid,
-            extra_groups=[] if identity.uid is not None else None,
+            **identity.popen_credentials(),
         )
     finally:
         for fd in (write_fd, out_write, err_write):
             os.close(fd)
-    report = _Report(read_fd)
+    report = Report(read_fd)
     stdout, stderr = StreamCapture(out_read), StreamCapture(err_read)
     for thread in (report, stdout, stderr):
         thread.start()
     outputs.append((stdout, stderr))
+
+    def kill() -> None:
+        os.killpg(popen.pid, signal.SIGKILL)
+
+    return await_report(popen, report, kill, mode, deadline, timeout_s, label, "the CUDA program", stdout, stderr)
+
+
+def await_report(
+    popen: subprocess.Popen[bytes],
+    report: Report,
+    kill: Callable[[], None],
+    mode: str,
+    deadline: float,
+    timeout_s: float,
+    label: str,
+    what: str,
+    stdout: StreamCapture,
+    stderr: StreamCapture,
+) -> dict[str, str]:
+    """Wait for a driver (``what``: "the CUDA program", "the leaderboard's evaluator") to end within
+    the budget, and its report: the end of every run through the protocol, however it was started."""
     try:
         status = popen.wait(timeout=max(0.1, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
-        os.killpg(popen.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            kill()
         popen.wait()
         report.join(timeout=2)
         kind = "test" if mode == "test" else "benchmark"
@@ -157,11 +188,11 @@ def _run_binary(
         # submission writing its own report looks like.
         raise RunEnded(
             Status.FAILED,
-            f"the CUDA program reported {report.rewritten[0]!r} twice with different values {label}: "
+            f"{what} reported {report.rewritten[0]!r} twice with different values {label}: "
             "something besides the driver wrote to the report (POPCORN_FD)",
         )
     if status not in (0, EXIT_TEST_FAIL) or "check" not in report.values:
-        raise RunEnded(Status.CRASHED, f"the CUDA program {describe_exit(status)} {label}")
+        raise RunEnded(Status.CRASHED, f"{what} {describe_exit(status)} {label}{exception_in(stderr.text())}")
     return report.values
 
 
@@ -169,15 +200,18 @@ def _tests_from(report: dict[str, str], cases: list[Case]) -> list[CaseResult]:
     results = []
     for index, case in enumerate(cases):
         passed = report.get(f"test.{index}.status") == "pass"
-        message = "" if passed else report.get(f"test.{index}.error", "no status reported")
+        unreported = report.get("error") or "no status reported"  # a driver that gave up early
+        message = "" if passed else report.get(f"test.{index}.error", unreported)
         results.append(CaseResult(case=case, passed=passed, message=message))
     return results
 
 
-def _benchmark_from(report: dict[str, str], index: int, case: Case, label: str) -> CaseResult:
+def _benchmark_from(
+    report: dict[str, str], index: int, case: Case, label: str, what: str = "the CUDA program"
+) -> CaseResult:
     prefix = f"benchmark.{index}"
     if report.get(f"{prefix}.status") == "fail" or report.get("check") != "pass":
-        error = report.get(f"{prefix}.error") or report.get("test.0.error") or "check failed"
+        error = report.get(f"{prefix}.error") or report.get("test.0.error") or report.get("error") or "check failed"
         raise RunEnded(Status.FAILED, f"{label} failed: {error}")
     try:
         durations = [float(v) for v in report.get(f"{prefix}.durations", "").split(",") if v.strip()]
@@ -198,7 +232,7 @@ def _benchmark_from(report: dict[str, str], index: int, case: Case, label: str) 
             std_ns=float(report[f"{prefix}.std"]) if f"{prefix}.std" in report else None,
         )
     except (KeyError, ValueError) as exc:
-        raise RunEnded(Status.CRASHED, f"{label}: the CUDA program's report is incomplete ({exc})") from None
+        raise RunEnded(Status.CRASHED, f"{label}: {what}'s report is incomplete ({exc})") from None
 
 
 def run(spec: JobSpec, workspace: Workspace, result: Result, emit: Emit, deadline: float) -> None:
@@ -220,34 +254,48 @@ def run(spec: JobSpec, workspace: Workspace, result: Result, emit: Emit, deadlin
     nvml.select()
     info: dict[str, Any] = {"gpu": torch.cuda.get_device_name()}
     result.system = sysinfo.collect("cuda", info, nvml)
-    result.system.isolation = workspace.identity.description
+    result.system.isolation = workspace.isolation()
     seeds = SeedPlan(spec.secret_seed if spec.mode is Mode.RANKED else None)
     try:
         work = Work(spec.files.get("reference.py"))
     except ProblemError as exc:
         raise RunEnded(Status.ERROR, f"leaderboard error: {exc}") from None
     outputs: list[tuple[StreamCapture, StreamCapture]] = []
+    binary = build.binary
+
+    def drive(mode: str, cases: list[Case], label: str) -> dict[str, str]:
+        return _run_binary(binary, mode, cases, workspace, deadline, spec.timeout_s, label, outputs)
+
     try:
-        _run_modes(spec, workspace, result, emit, deadline, build.binary, seeds, outputs, nvml, work)
+        run_protocol(spec, result, emit, seeds, nvml, work, drive, "the CUDA program", ranked_case_by_case=True)
     finally:
-        _attach_outputs(result, outputs)
+        attach_outputs(result, outputs)
 
 
-def _run_modes(
+Drive = Callable[[str, list[Case], str], dict[str, str]]
+"""Runs a driver in one mode on a list of cases (with a label for verdicts); its report."""
+
+
+def run_protocol(
     spec: JobSpec,
-    workspace: Workspace,
     result: Result,
     emit: Emit,
-    deadline: float,
-    binary: Path,
     seeds: SeedPlan,
-    outputs: list[tuple[StreamCapture, StreamCapture]],
     nvml: Any,
     work: Work,
+    drive: Drive,
+    what: str,
+    *,
+    ranked_case_by_case: bool,
 ) -> None:
+    """Tests, then (benchmark, ranked) timing through a driver that speaks the POPCORN protocol.
+
+    ``ranked_case_by_case``: run ``leaderboard`` once per benchmark case (GPU MODE's CUDA
+    drivers time only the last case of that mode's file); otherwise once with every case.
+    """
     tests = [seeds.case(case, "test") for case in spec.task.tests]
     emit(Progress("testing", 0, len(tests)))
-    report = _run_binary(binary, "test", tests, workspace, deadline, spec.timeout_s, "while testing", outputs)
+    report = drive("test", tests, "while testing")
     result.tests = _tests_from(report, tests)
     emit(Progress("testing", len(tests), len(tests)))
     failed = [(i, t) for i, t in enumerate(result.tests) if not t.passed]
@@ -261,45 +309,33 @@ def _run_modes(
         result.status, result.verdict = Status.PASSED, f"all {len(tests)} tests passed"
         return
     cases = spec.task.benchmarks
+    if not cases:
+        raise RunEnded(Status.ERROR, "the leaderboard defines no benchmarks")
 
     def time_cases() -> None:
-        if spec.mode is Mode.RANKED:
+        if spec.mode is Mode.RANKED and ranked_case_by_case:
             for index, case in enumerate(cases):
                 label = f"in benchmark {index + 1} of {len(cases)}"
-                derived = seeds.case(case, "bench")
-                report = _run_binary(
-                    binary,
-                    "leaderboard",
-                    [derived],
-                    workspace,
-                    deadline,
-                    spec.timeout_s,
-                    label,
-                    outputs,
-                )
-                result.benchmarks.append(_benchmark_from(report, 0, case, label))
+                report = drive("leaderboard", [seeds.case(case, "bench")], label)
+                result.benchmarks.append(_benchmark_from(report, 0, case, label, what))
                 emit(Progress("benchmarking", index + 1, len(cases)))
         else:
-            report = _run_binary(
-                binary,
-                "benchmark",
-                cases,
-                workspace,
-                deadline,
-                spec.timeout_s,
-                "while benchmarking",
-                outputs,
-            )
+            mode, listed = ("benchmark", cases)
+            if spec.mode is Mode.RANKED:
+                mode, listed = ("leaderboard", [seeds.case(case, "bench") for case in cases])
+            report = drive(mode, listed, "while benchmarking")
             for index, case in enumerate(cases):
                 label = f"benchmark {index + 1} of {len(cases)}"
-                result.benchmarks.append(_benchmark_from(report, index, case, label))
+                result.benchmarks.append(_benchmark_from(report, index, case, label, what))
             emit(Progress("benchmarking", len(cases), len(cases)))
 
-    result.system.sm_clock_mhz_before = nvml.sm_clock_mhz()
+    if nvml is not None:
+        result.system.sm_clock_mhz_before = nvml.sm_clock_mhz()
     emit(Progress("benchmarking", 0, len(cases)))
     with sysinfo.watching(nvml, result.system):
         time_cases()
-    result.system.sm_clock_mhz_after = nvml.sm_clock_mhz()
+    if nvml is not None:
+        result.system.sm_clock_mhz_after = nvml.sm_clock_mhz()
     _check_floor(result.benchmarks, work, spec)
     medians = [(b.median_ns or 0.0) * 1e-9 for b in result.benchmarks]
     try:
@@ -307,8 +343,9 @@ def _run_modes(
     except ValueError as exc:
         raise RunEnded(Status.ERROR, f"cannot score this leaderboard: {exc}") from None
     result.status = Status.PASSED
+    what_score = "ranked score" if spec.mode is Mode.RANKED else "score"
     result.verdict = (
-        f"all {len(tests)} tests passed; score {format_seconds(result.score_s)} "
+        f"all {len(tests)} tests passed; {what_score} {format_seconds(result.score_s)} "
         f"({spec.task.ranking_by} of {len(medians)} benchmark medians)"
     )
 
@@ -316,6 +353,8 @@ def _run_modes(
 def _check_floor(benchmarks: list[CaseResult], work: Work, spec: JobSpec) -> None:
     """GB/s, TFLOP/s and % of peak where the leaderboard gives flops/bytes; a median below the
     physical floor fails the run, as it does for Python leaderboards."""
+    if work.module is None:
+        return
     import torch
 
     from harness import benchmark
@@ -329,7 +368,7 @@ def _check_floor(benchmarks: list[CaseResult], work: Work, spec: JobSpec) -> Non
             raise RunEnded(Status.ERROR, f"leaderboard error: {exc}") from None
 
 
-def _attach_outputs(result: Result, outputs: list[tuple[StreamCapture, StreamCapture]]) -> None:
+def attach_outputs(result: Result, outputs: list[tuple[StreamCapture, StreamCapture]]) -> None:
     if not outputs:
         return
     merged_out, merged_err = StreamCapture(-1), StreamCapture(-1)

@@ -8,9 +8,12 @@ against its own copy, which the submission can never reach.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import inspect
+import json
 import math
+import random
 import sys
 import types
 from collections.abc import Callable
@@ -21,12 +24,37 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from harness.spec import Case
+from harness.verdict import missing_package, needs_package
 
 POISON_FLOAT = math.nan
 
 
 class ProblemError(Exception):
     """The leaderboard's code is broken: a harness ERROR, never the submitter's fault."""
+
+
+def case_seed(case: Case) -> int:
+    """The seed of one ``generate_input`` call: the case's own ``seed``, else one drawn from the
+    case's arguments (the same in every process)."""
+    seed = case.get("seed")
+    if isinstance(seed, int) and not isinstance(seed, bool):
+        return seed
+    text = json.dumps(case, sort_keys=True, default=str)
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big") >> 1
+
+
+def seed_global_rngs(seed: int) -> None:
+    """Seed every global RNG a ``generate_input`` may draw from without a generator of its own.
+
+    GPU MODE's problems do (a model's weights from ``torch.randn``): seeded from the case, both
+    harness processes draw the same data, and the fingerprint comparison stays a guard.
+    ``torch.manual_seed`` covers the CPU and every CUDA device.
+    """
+    random.seed(seed)
+    torch.manual_seed(seed % 2**64)
+    numpy = sys.modules.get("numpy")  # torch imports it where it is installed
+    if numpy is not None:
+        numpy.random.seed(seed % 2**32)
 
 
 def poison_(tensor: torch.Tensor) -> None:
@@ -83,6 +111,9 @@ class Problem:
         try:
             self.module = importlib.import_module("reference")
         except BaseException as exc:
+            package = missing_package(str(exc)) if isinstance(exc, ModuleNotFoundError) else ""
+            if package:
+                raise ProblemError(f"reference.py cannot run here: {needs_package(package)}") from exc
             raise ProblemError(f"reference.py failed to import: {type(exc).__name__}: {exc}") from exc
         generate = getattr(self.module, "generate_input", None)
         if not callable(generate):
@@ -103,6 +134,7 @@ class Problem:
         kwargs = dict(case)
         if self._takes_device:
             kwargs["device"] = device
+        seed_global_rngs(case_seed(case))
         with PoisonUninitialized():
             return self._generate(**kwargs)
 

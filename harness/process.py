@@ -1,21 +1,26 @@
 """Starting, watching and ending the submission's process.
 
-The child gets: a socket to the harness (its only channel), pipes for stdout and stderr that
-the harness drains with a cap, an allow-listed environment (no runner tokens, no spec), its
-own session (so the harness can kill everything it started), and, where the harness runs as
-root, an unprivileged uid so it can read neither the harness's memory nor its open files
-under /proc. The harness itself is made non-dumpable and a child subreaper, so orphaned
-grandchildren come back to it and are killed at the end.
+Every process that runs a submission's code (the Python child, a compiled CUDA driver, nvcc on
+the submission's source, the profiler) starts through the sandbox (``harness/sandbox.py``): its
+own user, mount, PID, network, IPC and UTS namespaces, a root file system with only read-only
+system and Python folders, its own job folders and the GPU, a cgroup where the machine allows
+one, rlimits, no capability. It talks to the harness over a socket and two output pipes that
+the harness drains with a cap; its environment is allow-listed (no runner tokens, no spec).
+Where the machine cannot give namespaces the job is refused, unless the operator turned the
+sandbox off for a machine that runs only trusted code.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import importlib.util
+import json
 import os
 import pwd
 import signal
+import site
 import socket
 import stat
 import subprocess
@@ -25,7 +30,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from harness.cgroups import JobCgroup
 from harness.channel import Channel
 
 HARNESS_ROOT = Path(__file__).resolve().parent.parent
@@ -36,6 +43,17 @@ USER_ENV = "KERNELCUP_HARNESS_USER"  # "" or "none" keeps the harness's uid
 USERNS_ENV = "KERNELCUP_HARNESS_USERNS"
 DUMPABLE_OFF_ENV = "KERNELCUP_HARNESS_NONDUMPABLE"
 WATCHDOG_ENV = "KERNELCUP_HARNESS_WATCHDOG_S"  # debugging: dump every thread's stack after N s
+# "" (default): the sandbox, refusing jobs where it cannot be had; "own-uid": the sandbox as an
+# ordinary user gets it (the job keeps the harness's uid outside its namespace; for tests);
+# "off": no sandbox, for a machine that only ever runs its owner's code.
+SANDBOX_ENV = "KERNELCUP_HARNESS_SANDBOX"
+HIDE_ENV = "KERNELCUP_SANDBOX_HIDE"  # folders a runner wants covered if a bind brought them in
+OUTER_ENV = "KERNELCUP_HARNESS_OUTSIDE"  # set by a runner that sandboxed the harness: who it is outside
+MEMORY_ENV = "KERNELCUP_SANDBOX_MEMORY_MB"
+FILE_SIZE_ENV = "KERNELCUP_SANDBOX_FILE_MB"
+TASKS_ENV = "KERNELCUP_SANDBOX_TASKS"
+SANDBOX_SCRIPT = Path(__file__).resolve().parent / "sandbox.py"
+INSIDE_ID = 1000  # the job's uid and gid inside its user namespace
 
 _INHERITED_ENV = (
     "PATH",
@@ -108,27 +126,75 @@ def _gpu_nodes_open_to_all() -> bool:
 
 @dataclass(frozen=True)
 class Identity:
-    uid: int | None
+    uid: int | None  # the job's uid outside its namespace, when the harness chose one (as root)
     gid: int | None
     description: str
-    userns: bool = False  # the child moves itself into a new user namespace at startup
+    userns: bool = False  # no sandbox: the child moves itself into a new user namespace
+    sandbox: bool = False
+    refused: str = ""  # why this machine cannot run a job safely (the job is refused)
+
+    def popen_credentials(self) -> dict[str, Any]:
+        """``subprocess.Popen`` arguments for the uid drop; the sandbox maps ids itself."""
+        if self.sandbox or self.uid is None:
+            return {}
+        return {"user": self.uid, "group": self.gid, "extra_groups": []}
 
 
 def child_identity() -> Identity:
-    identity = _child_identity()
-    if identity.userns and os.environ.get(USERNS_ENV) == "0":
-        return Identity(identity.uid, identity.gid, identity.description + ", no user namespace")
-    return identity
+    choice = os.environ.get(SANDBOX_ENV, "")
+    if choice == "off":
+        identity = _child_identity()
+        if identity.userns and os.environ.get(USERNS_ENV) == "0":
+            identity = Identity(identity.uid, identity.gid, identity.description + ", no user namespace")
+        return Identity(
+            identity.uid, identity.gid, f"no sandbox ({SANDBOX_ENV}=off), {identity.description}", identity.userns
+        )
+    reason = namespaces_unavailable()
+    if reason:
+        return Identity(None, None, f"no sandbox: {reason}", refused=reason)
+    if os.environ.get(OUTER_ENV):  # the runner started this harness in a sandbox of its own
+        described = f"sandbox (namespaces) in the harness's sandbox, {os.environ[OUTER_ENV]}"
+        return Identity(None, None, described, sandbox=True)
+    if os.geteuid() != 0 or choice == "own-uid":
+        return Identity(None, None, f"sandbox (namespaces), uid {os.geteuid()} outside", sandbox=True)
+    wanted = os.environ.get(USER_ENV, "nobody") or "nobody"
+    try:
+        entry = pwd.getpwnam(wanted)
+    except KeyError:
+        return Identity(None, None, f"sandbox (namespaces), uid 0 outside (no user {wanted!r})", sandbox=True)
+    gid = entry.pw_gid if _gpu_nodes_open_to_all() else _gpu_group(entry.pw_gid)
+    return Identity(entry.pw_uid, gid, f"sandbox (namespaces), uid {entry.pw_uid} ({wanted}) outside", sandbox=True)
+
+
+def namespaces_unavailable() -> str:
+    """Why this machine cannot give a job its own namespaces, or "" when it can (as far as the
+    settings tell; a refusal at launch is reported with the job)."""
+    def setting(path: str) -> str:
+        try:
+            return Path(path).read_text().strip()
+        except OSError:
+            return ""
+
+    if setting("/proc/sys/user/max_user_namespaces") == "0":
+        return "user namespaces are disabled (user.max_user_namespaces = 0)"
+    if os.geteuid() != 0:
+        if setting("/proc/sys/kernel/unprivileged_userns_clone") == "0":
+            return "unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone = 0)"
+        if setting("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
+            return "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1)"
+    return ""
+
+
+def _gpu_group(default: int) -> int:
+    """The group that owns the GPU's device nodes, when they are closed to others."""
+    with contextlib.suppress(OSError):
+        return Path("/dev/nvidiactl").stat().st_gid
+    return default
 
 
 def _child_identity() -> Identity:
-    """Run the child as ``nobody`` when we are root and it can still reach python and torch.
-
-    Otherwise the child enters a new user namespace as its first act (see ``harness/child.py``):
-    it keeps its uid for file access, but loses every capability over the harness's
-    namespace, so it can no longer open the non-dumpable harness's /proc/<pid>/mem, environ
-    or fd even as root.
-    """
+    """No sandbox: run the child as ``nobody`` when we are root and it can still reach python
+    and torch, else in its own user namespace (see ``harness/child.py``)."""
     if os.geteuid() != 0:
         return Identity(None, None, f"same uid {os.geteuid()}", userns=True)
     wanted = os.environ.get(USER_ENV, "nobody")
@@ -150,6 +216,183 @@ def _child_identity() -> Identity:
     if not _gpu_nodes_open_to_all():
         return Identity(None, None, f"uid 0 (GPU device nodes closed to {wanted})", userns=True)
     return Identity(entry.pw_uid, entry.pw_gid, f"uid {entry.pw_uid} ({wanted})")
+
+
+# /opt/nvidia: where Nsight Compute installs itself beside the CUDA toolkit.
+_SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt/nvidia")
+
+
+@functools.lru_cache(maxsize=1)
+def _readonly_folders() -> tuple[str, ...]:
+    """What a job may read: the system, Python and its packages, CUDA, compilers, the harness.
+
+    Never the repository or the runner's folders (the database, ``var/``): only ``harness/``
+    of the repository is bound, and a folder on the way to it is never bound whole.
+    """
+    wanted = list(_SYSTEM_FOLDERS)
+    wanted += [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
+    wanted += [str(Path(sys.executable).resolve().parent.parent)]
+    wanted += [*site.getsitepackages(), site.getusersitepackages()]
+    for module in ("torch", "triton", "numpy"):
+        with contextlib.suppress(ImportError, ValueError):
+            spec = importlib.util.find_spec(module)
+            if spec is not None and spec.origin:
+                wanted.append(str(Path(spec.origin).resolve().parent.parent))
+    for variable in ("PATH", "LD_LIBRARY_PATH"):
+        wanted += [_prefix_of(entry) for entry in os.environ.get(variable, "").split(os.pathsep) if entry]
+    for variable in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(variable):
+            wanted.append(os.environ[variable])
+    for variable in ("CC", "CXX", "CUDAHOSTCXX"):
+        if os.environ.get(variable):
+            wanted.append(_prefix_of(str(Path(os.environ[variable]).parent)))
+    repository = HARNESS_ROOT.resolve()
+    chosen: list[str] = []
+    for raw in wanted:
+        path = Path(raw)
+        if not path.is_absolute() or not path.exists():
+            continue
+        # /bin -> usr/bin is recreated as a link; anything else is bound where it really is
+        real = path if raw in _SYSTEM_FOLDERS and path.is_symlink() else path.resolve()
+        if real == Path("/") or real == repository or real in repository.parents:
+            continue
+        chosen.append(str(real))
+    chosen.append(str(repository / "harness"))
+    kept: list[str] = []
+    for folder in sorted(set(chosen), key=lambda p: (p.count("/"), p)):
+        if not any(folder.startswith(k + "/") for k in kept if not Path(k).is_symlink()):
+            kept.append(folder)
+    return tuple(kept)
+
+
+def _prefix_of(folder: str) -> str:
+    """The installation a ``bin`` folder belongs to (``/opt/gcc/bin`` -> ``/opt/gcc``: gcc needs
+    its ``libexec``), when that is what its parent looks like; else the folder itself."""
+    path = Path(folder)
+    parent = path.parent
+    installed = any((parent / name).is_dir() for name in ("libexec", "lib", "include"))
+    if path.name in ("bin", "sbin", "lib64", "lib") and parent not in (Path.home(), Path("/")) and installed:
+        return str(parent)
+    return folder
+
+
+def _gpu_devices() -> list[str]:
+    return sorted(str(p) for p in Path("/dev").glob("nvidia*"))
+
+
+def _memory_total() -> int:
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    return 16 << 30
+
+
+def _env_int(name: str, default: int) -> int:
+    try:
+        return int(os.environ.get(name, "") or default)
+    except ValueError:
+        return default
+
+
+@dataclass
+class Sandbox:
+    """The sandbox of one job: its root mount point, its writable folders, its cgroup."""
+
+    identity: Identity
+    root: Path
+    writable: list[Path]
+    cgroup: JobCgroup
+    memory_bytes: int
+    tasks: int
+
+    @classmethod
+    def create(cls, identity: Identity, base: Path, writable: list[Path]) -> Sandbox:
+        root = base / "root"
+        root.mkdir(mode=0o700, exist_ok=True)
+        memory = _env_int(MEMORY_ENV, min(_memory_total() * 3 // 4 >> 20, 64 << 10)) << 20
+        tasks = _env_int(TASKS_ENV, 1024)
+        cgroup = JobCgroup.create(base.name, memory, tasks)
+        return cls(identity, root, writable, cgroup, memory, tasks)
+
+    def describe(self) -> str:
+        limits = list(self.cgroup.applied)
+        if not any("memory" in applied for applied in limits):
+            limits.append(f"memory {self.memory_bytes >> 20} MiB (rlimit)")
+        if not any("tasks" in applied for applied in limits):
+            limits.append(f"{self.tasks} tasks (rlimit)")
+        return f"{self.identity.description}; limits: {', '.join(limits)}"
+
+    def wrap(self, command: list[str], cwd: Path, harness: bool = False) -> list[str]:
+        """``command`` as the sandbox launcher runs it, in ``cwd``; ``harness``: the harness's
+        own sandbox, whose limits are those of the jobs' sandboxes inside it."""
+        gpu = _gpu_devices()
+        limits = {"CORE": 0} if harness else {
+            "NOFILE": 4096,
+            "NPROC": self.tasks,
+            "FSIZE": _env_int(FILE_SIZE_ENV, 4096) << 20,
+            "CORE": 0,
+        }
+        if not harness and not any("memory" in applied for applied in self.cgroup.applied):
+            # CUDA reserves far more address space than it uses: with a GPU the limit is on
+            # private writable memory (RLIMIT_DATA) instead of all of it (RLIMIT_AS).
+            limits["DATA" if gpu else "AS"] = self.memory_bytes
+        identity = self.identity
+        hidden = [p for p in os.environ.get(HIDE_ENV, "").split(os.pathsep) if p]
+        policy = {
+            "root": str(self.root),
+            "readonly": list(_readonly_folders()),
+            "hide": hidden,
+            "writable": [str(p) for p in self.writable],
+            "devices": gpu,
+            "cgroups": [str(p) for p in self.cgroup.paths],
+            "inside_uid": INSIDE_ID,
+            "inside_gid": INSIDE_ID,
+            "outside_uid": identity.uid if identity.uid is not None else os.geteuid(),
+            "outside_gid": identity.gid if identity.gid is not None else os.getegid(),
+            "cwd": str(cwd),
+            "limits": limits,
+            "tmp_bytes": 1 << 30,
+            "shm_bytes": 1 << 30,
+        }
+        return [sys.executable, "-I", "-S", str(SANDBOX_SCRIPT), json.dumps(policy), *command]
+
+    def close(self) -> None:
+        self.cgroup.close()
+
+
+def harness_sandboxed(command: list[str], folder: Path, cache: Path) -> tuple[list[str], dict[str, str]]:
+    """For a runner on the bot's machine: ``python -m harness`` in a sandbox of its own.
+
+    A leaderboard's own code (``reference.py``) runs in the harness, so the harness too must not
+    reach the bot: it sees its ``folder`` (its temporary folders, written), the build ``cache``,
+    read-only Python and CUDA, the GPU; no network, no other process. Each job's submission
+    then gets its own sandbox inside this one. Where no sandbox can be had the command is
+    returned as it is: the harness refuses the job itself, with the reason. Also returns the
+    variables to add to the harness's environment.
+    """
+    identity = child_identity()
+    if not identity.sandbox:
+        return command, {}
+    folder.mkdir(parents=True, exist_ok=True)
+    cache.mkdir(parents=True, exist_ok=True)
+    for path in (folder, cache):
+        if identity.uid is not None:
+            os.chown(path, identity.uid, identity.gid if identity.gid is not None else -1)
+    outer = Sandbox(identity, folder / "harness-root", [folder, cache], JobCgroup(), 0, 0)
+    outer.root.mkdir(mode=0o700, exist_ok=True)
+    outside = identity.description.removeprefix("sandbox (namespaces), ")
+    return outer.wrap(command, folder, harness=True), {OUTER_ENV: outside}
+
+
+def sandbox_failure(stderr: str) -> str:
+    """The sandbox launcher's own complaint in a process's stderr, or ""."""
+    from harness.sandbox import SETUP_PREFIX
+
+    for line in stderr.splitlines():
+        if line.startswith(SETUP_PREFIX):
+            return line[len(SETUP_PREFIX) :]
+    return ""
 
 
 def child_environment(home: Path, extra: dict[str, str]) -> dict[str, str]:
@@ -223,13 +466,17 @@ def spawn(
     workdir: Path,
     identity: Identity,
     env: dict[str, str],
+    sandbox: Sandbox | None = None,
     channel_fd_placeholder: str = "{fd}",
 ) -> Child:
-    """Start ``command`` (``{fd}`` is replaced by the child's socket fd) in its own session."""
+    """Start ``command`` (``{fd}`` is replaced by the child's socket fd) in its own session,
+    inside ``sandbox`` when there is one."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     out_read, out_write = os.pipe()
     err_read, err_write = os.pipe()
     argv = [part.replace(channel_fd_placeholder, str(theirs.fileno())) for part in command]
+    if sandbox is not None:
+        argv = sandbox.wrap(argv, workdir)
     try:
         popen = subprocess.Popen(
             argv,
@@ -241,9 +488,7 @@ def spawn(
             pass_fds=(theirs.fileno(),),
             close_fds=True,
             start_new_session=True,
-            user=identity.uid,
-            group=identity.gid,
-            extra_groups=[] if identity.uid is not None else None,
+            **identity.popen_credentials(),
         )
     finally:
         theirs.close()
@@ -259,7 +504,7 @@ def userns_prefix(identity: Identity) -> list[str]:
     """``unshare --user --`` for a binary child that should leave our user namespace."""
     import shutil
 
-    tool = shutil.which("unshare") if identity.userns and identity.uid is None else None
+    tool = shutil.which("unshare") if identity.userns and identity.uid is None and not identity.sandbox else None
     return [tool, "--user", "--"] if tool else []
 
 

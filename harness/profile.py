@@ -54,6 +54,9 @@ def _run(
     out_read, out_write = os.pipe()
     err_read, err_write = os.pipe()
     identity = workspace.identity
+    if workspace.sandbox is not None:  # ncu too: it runs the submission's code
+        command = workspace.sandbox.wrap(command, workspace.work)
+    credentials = identity.popen_credentials() if user else {}
     try:
         popen = subprocess.Popen(
             command,
@@ -63,9 +66,7 @@ def _run(
             stdout=out_write,
             stderr=err_write,
             start_new_session=True,
-            user=identity.uid if user else None,
-            group=identity.gid if user else None,
-            extra_groups=[] if user and identity.uid is not None else None,
+            **credentials,
         )
     finally:
         os.close(out_write)
@@ -95,7 +96,7 @@ def _child_command(
     tool: str,
     only: str,
 ) -> list[str]:
-    userns = "1" if workspace.identity.userns and tool != "ncu" else "0"
+    userns = "1" if workspace.identity.userns and tool != "ncu" and workspace.sandbox is None else "0"
     return [
         sys.executable,
         "-P",
@@ -111,7 +112,7 @@ def _child_command(
         userns,
         # Under ncu the parent is ncu, not the harness: "0" skips the parent check (ncu dies
         # with the harness's process group, and takes this process with it).
-        str(os.getpid()) if tool != "ncu" else "0",
+        str(os.getpid()) if tool != "ncu" and workspace.sandbox is None else "0",
     ]
 
 
@@ -143,7 +144,7 @@ def run(spec: JobSpec, workspace: Workspace, result: Result, emit: Emit, deadlin
     cases = spec.task.benchmarks
     if not cases:
         raise RunEnded(Status.ERROR, "the leaderboard defines no benchmarks to profile")
-    cases_file = workspace.base / "profile_cases.json"
+    cases_file = workspace.work / "profile_cases.json"  # public cases; the sandbox sees work/
     cases_file.write_text(json.dumps(cases))
     cases_file.chmod(0o644)
     out = workspace.work / "profile"
@@ -154,9 +155,14 @@ def run(spec: JobSpec, workspace: Workspace, result: Result, emit: Emit, deadlin
     outputs: list[tuple[StreamCapture, StreamCapture]] = []
     try:
         if ncu:
-            _profile_ncu(ncu, spec, workspace, result, emit, deadline, cases_file, out, outputs)
-            tool = "Nsight Compute"
-        else:
+            try:
+                _profile_ncu(ncu, spec, workspace, result, emit, deadline, cases_file, out, outputs)
+                tool = "Nsight Compute"
+            except CountersClosed as closed:
+                result.files["ncu_unavailable.txt"] = str(closed)
+                result.benchmarks.clear()
+                ncu = None
+        if not ncu:
             command = _child_command(spec, workspace, cases_file, out, device, "torch", "all")
             status, stdout, stderr = _run(command, workspace, deadline, spec.timeout_s, user=True)
             outputs.append((stdout, stderr))
@@ -182,6 +188,12 @@ def run(spec: JobSpec, workspace: Workspace, result: Result, emit: Emit, deadlin
     result.verdict = (
         f"all {len(result.tests)} tests passed; profiled {len(cases)} benchmarks with {tool} (reports in files)"
     )
+    if "ncu_unavailable.txt" in result.files:
+        result.verdict += "; Nsight Compute could not read the GPU's counters here (see ncu_unavailable.txt)"
+
+
+class CountersClosed(Exception):
+    """ncu may not read the GPU's counters here: the profile falls back to torch.profiler."""
 
 
 def _profile_ncu(
@@ -195,8 +207,9 @@ def _profile_ncu(
     out: Path,
     outputs: list[tuple[StreamCapture, StreamCapture]],
 ) -> None:
-    reports = workspace.base / "ncu"
+    reports = workspace.home / "ncu"  # written by ncu in the sandbox
     reports.mkdir(exist_ok=True)
+    workspace.give_to_child(reports)
     for index, case in enumerate(spec.task.benchmarks):
         report = reports / f"case_{index}"
         command = [
@@ -218,21 +231,32 @@ def _profile_ncu(
         ]
         status, stdout, stderr = _run(command, workspace, deadline, spec.timeout_s, user=False)
         outputs.append((stdout, stderr))
+        said = stdout.text() + stderr.text()
+        if status != 0 and "ERR_NVGPUCTRPERM" in said:
+            raise CountersClosed(
+                "Nsight Compute cannot read this GPU's performance counters as the sandboxed user "
+                "(the driver keeps them for administrators: NVreg_RestrictProfilingToAdminUsers=1); "
+                "torch.profiler was used instead.\n\n" + said[-4000:]
+            )
         if status != 0:
             raise RunEnded(
                 Status.CRASHED,
                 f"the submission's process failed under ncu on benchmark {index + 1} (exit {status})",
             )
         rep = f"{report}.ncu-rep"
+        importing = [ncu, "--import", rep, "--csv", "--page", "raw", "--metrics", ",".join(NCU_METRICS)]
+        if workspace.sandbox is not None:  # the report was written where the submission could change it
+            importing = workspace.sandbox.wrap(importing, workspace.work)
         raw = subprocess.run(
-            [ncu, "--import", rep, "--csv", "--page", "raw", "--metrics", ",".join(NCU_METRICS)],
+            importing,
             capture_output=True,
             text=True,
             timeout=120,
         )
-        details = subprocess.run(
-            [ncu, "--import", rep, "--page", "details"], capture_output=True, text=True, timeout=120
-        )
+        details_command = [ncu, "--import", rep, "--page", "details"]
+        if workspace.sandbox is not None:
+            details_command = workspace.sandbox.wrap(details_command, workspace.work)
+        details = subprocess.run(details_command, capture_output=True, text=True, timeout=120)
         summary, total_ns = _ncu_summary(raw.stdout)
         result.files[f"ncu_{index}.txt"] = details.stdout[:MAX_REPORT]
         result.files[f"ncu_{index}.csv"] = raw.stdout[:MAX_REPORT]

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from harness import scoring
+from harness.evaluators import uses_own_evaluator
 from harness.process import Child, Identity, StreamCapture, child_environment, child_identity, spawn
 from harness.seeds import SeedPlan
 from harness.spec import CaseResult, JobSpec, Mode, Progress, Result, Status
@@ -61,6 +62,15 @@ class Prepared:
             self.child = None
 
 
+def refusal(reason: str) -> str:
+    """The verdict of a job this machine cannot run safely."""
+    return (
+        f"this machine cannot sandbox submissions ({reason}), so the job was refused; the operator can "
+        "run the runner as root or allow user namespaces, or set KERNELCUP_HARNESS_SANDBOX=off on a "
+        "machine that only runs trusted code"
+    )
+
+
 def prepare(device: str = "auto") -> Prepared:
     """Lay out empty directories and start the submission's process in them, for ``device``."""
     identity = child_identity()
@@ -68,6 +78,8 @@ def prepare(device: str = "auto") -> Prepared:
         workspace = Workspace.prepare(identity)
     except OSError as exc:
         return Prepared(identity, None, None, f"could not create the job's directories: {exc}")
+    if identity.refused:
+        return Prepared(identity, workspace, None, refusal(identity.refused))
     try:
         child = start_python_child(workspace, device)
     except OSError as exc:
@@ -83,7 +95,9 @@ def run_job(spec: JobSpec, emit: Emit, started: float | None = None, prepared: P
     prepared = prepared or prepare(spec.device)
     result.system.isolation = prepared.identity.description
     workspace = prepared.workspace
-    if workspace is None or (prepared.error and spec.task.lang == "py"):
+    if prepared.identity.refused:
+        prepared.error = refusal(prepared.identity.refused)
+    if workspace is None or prepared.identity.refused or (prepared.error and spec.task.lang == "py"):
         prepared.discard_child()
         if workspace is not None:
             workspace.cleanup()
@@ -104,6 +118,11 @@ def run_job(spec: JobSpec, emit: Emit, started: float | None = None, prepared: P
 
             prepared.discard_child()  # the compiled binary is the submission's process
             cuda_eval.run(spec, workspace, result, emit, deadline)
+        elif spec.task.lang == "py" and uses_own_evaluator(spec.task, spec.files):
+            from harness import own_eval
+
+            prepared.discard_child()  # the leaderboard's evaluator imports the submission itself
+            own_eval.run(spec, workspace, result, emit, deadline)
         elif spec.task.lang == "py":
             _run_python(spec, workspace, prepared, result, emit, deadline)
         else:
@@ -131,33 +150,41 @@ def attach_output(result: Result, stdout: StreamCapture, stderr: StreamCapture) 
 
 def start_python_child(workspace: Workspace, device: str) -> Child:
     """Start the submission's process in ``workspace`` for ``device``; it waits for ``load``."""
+    sandboxed = workspace.sandbox is not None
     command = [
         sys.executable,
         "-P",
         "-m",
         "harness.child",
         "{fd}",
-        str(os.getpid()),
+        # In the sandbox the child is PID 1 of its namespace and dies with the launcher chain.
+        "0" if sandboxed else str(os.getpid()),
         device,
         "1" if workspace.identity.userns else "0",
     ]
-    return spawn(command, workspace.work, workspace.identity, child_environment(workspace.home, {}))
+    env = child_environment(workspace.home, {})
+    return spawn(command, workspace.work, workspace.identity, env, workspace.sandbox)
+
+
+def build_cache_env(spec: JobSpec, workspace: Workspace) -> dict[str, str]:
+    """Where the submission's builds (``load_inline``, Triton) are kept, as environment variables."""
+    key = spec.files[spec.submission_name]
+    return {
+        "TORCH_EXTENSIONS_DIR": str(workspace.build_cache("torch_extensions", key)),
+        "TRITON_CACHE_DIR": str(workspace.build_cache("triton", key)),
+        # Triton's autotuner keeps its choice in that cache: a submission re-run on this
+        # machine (a repeat, the final standings) runs the configuration it chose before.
+        "TRITON_CACHE_AUTOTUNING": "1",
+    }
 
 
 def _load_order(spec: JobSpec, workspace: Workspace) -> dict[str, Any]:
     """The child's ``load`` order: where the job is, and the per-submission build caches."""
-    key = spec.files[spec.submission_name]
     return {
         "op": "load",
         "workdir": str(workspace.work),
         "submission": spec.submission_name,
-        "env": {
-            "TORCH_EXTENSIONS_DIR": str(workspace.build_cache("torch_extensions", key)),
-            "TRITON_CACHE_DIR": str(workspace.build_cache("triton", key)),
-            # Triton's autotuner keeps its choice in that cache: a submission re-run on this
-            # machine (a repeat, the final standings) runs the configuration it chose before.
-            "TRITON_CACHE_AUTOTUNING": "1",
-        },
+        "env": build_cache_env(spec, workspace),
     }
 
 
@@ -194,7 +221,7 @@ def _run_python(
             nvml.select(str(session.info.get("uuid", "")))
         result.system = sysinfo.collect(session.device, session.info, nvml)
         result.system.isolation = ", ".join(
-            part for part in (workspace.identity.description, str(session.info.get("isolation", ""))) if part
+            part for part in (workspace.isolation(), str(session.info.get("isolation", ""))) if part
         )
         seeds = SeedPlan(spec.secret_seed if spec.mode is Mode.RANKED else None)
         if spec.mode is Mode.PROFILE:

@@ -17,9 +17,10 @@ import torch
 
 from harness import transfer
 from harness.channel import ChannelClosed, ChannelTimeout, Message, ProtocolError
-from harness.process import Child, describe_exit
+from harness.process import Child, describe_exit, sandbox_failure
+from harness.sandbox import SETUP_FAILED
 from harness.spec import Status
-from harness.verdict import RunEnded
+from harness.verdict import RunEnded, missing_package, needs_package
 
 MAX_STAGING = 16 << 30
 
@@ -30,6 +31,9 @@ class Timed:
     wall_ns: float
     host_ns: float
     window_ns: float  # the harness's own clock around the whole order
+    # The harness's clock from the child's "calling" message (sent just before its clock
+    # starts) to its reading: the call, its timing and two message hops. 0 when unknown.
+    call_ns: float = 0.0
 
 
 @dataclass
@@ -90,11 +94,18 @@ class Session:
         if kind == "internal_error":
             raise RunEnded(Status.ERROR, f"harness error in the submission's process: {error}")
         if kind == "load_error":
-            raise RunEnded(Status.COMPILE_ERROR, f"could not load the submission: {error}")
+            package = missing_package(error)
+            why = needs_package(package) if package else error
+            raise RunEnded(Status.COMPILE_ERROR, f"could not load the submission: {why}")
         return message, payload
 
     def _raise_dead(self) -> Any:
         status = self.child.exit_status()
+        if status == SETUP_FAILED:
+            self.child.stderr.join(timeout=1)
+            failure = sandbox_failure(self.child.stderr.text())
+            if failure:
+                raise RunEnded(Status.ERROR, f"could not sandbox the submission on this machine: {failure}")
         raise RunEnded(Status.CRASHED, f"the submission's process {describe_exit(status)} {self.activity}")
 
     def _expect(self, kind: str, max_payload: int = 0) -> tuple[Message, bytes]:
@@ -185,13 +196,16 @@ class Session:
     def time_call(self, kwargs: dict[str, Any], noop: bool = False) -> Timed:
         start = time.perf_counter_ns()
         self._send({"op": "time", "kwargs": kwargs, "noop": noop})
+        self._expect("calling")
+        calling = time.perf_counter_ns()
         message, _ = self._expect("timed")
-        window = float(time.perf_counter_ns() - start)
+        end = time.perf_counter_ns()
+        window, call = float(end - start), float(end - calling)
         values = [message.get(key) for key in ("event_ns", "wall_ns", "host_ns")]
         if not all(isinstance(v, int | float) and v == v and 0 <= v < 1e15 for v in values):
             raise RunEnded(Status.FAILED, f"the submission's process sent impossible timings {self.activity}")
         event, wall, host = (float(v) for v in values)  # type: ignore[arg-type]
-        return Timed(event, wall, host, window)
+        return Timed(event, wall, host, window, call)
 
     def ship(self, max_payload: int) -> Shipped:
         self._send({"op": "ship"})

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -62,14 +63,16 @@ class TaskConfig:
     """The parts of a leaderboard's task.yml the harness needs, already parsed by the core."""
 
     lang: str = "py"  # "py" or "cu"
-    main: str = "eval.py"  # for py: the entry file named in task.yml (kernelcup uses its own)
+    main: str = "eval.py"  # for py: the entry file named in task.yml (run only by its own evaluator)
     sources: list[str] = field(default_factory=list)  # for cu: files to compile
     include_dirs: list[str] = field(default_factory=list)
     defines: dict[str, str] = field(default_factory=dict)
     compile_flags: list[str] = field(default_factory=list)
     tests: list[Case] = field(default_factory=list)
     benchmarks: list[Case] = field(default_factory=list)
-    ranking_by: str = "geom"  # "last", "mean" or "geom"
+    ranking_by: str = "last"  # "last" (GPU MODE's default), "mean" or "geom"
+    # py: "auto", "standard" (kernelcup's harness) or "custom" (run ``main``): harness/evaluators.py
+    evaluator: str = "auto"
 
 
 @dataclass
@@ -239,6 +242,31 @@ def parse_line(line: str, key: str) -> Progress | Result | None:
             raise SpecError("result line with a bad MAC: not written by the harness")
         return Result.from_json(body)
     return None
+
+
+class ResultReader:
+    """Reads one harness's output, line by line: its first signed result is the job's result.
+
+    A second result line, even one that verifies, refuses the job: the harness writes exactly
+    one, so a second means something else held the key or the output (a leftover process).
+    """
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.result: Result | None = None
+
+    def feed(self, line: str) -> Progress | Result | None:
+        event = parse_line(line, self.key)
+        if isinstance(event, Result):
+            if self.result is not None:
+                raise SpecError("a second result line followed the harness's result: the job is refused")
+            self.result = event
+        return event
+
+    def read_all(self, lines: Iterable[str]) -> Result | None:
+        for line in lines:
+            self.feed(line)
+        return self.result
 
 
 def _load_versioned(text: str) -> dict[str, Any]:

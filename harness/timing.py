@@ -11,6 +11,7 @@ cross-checks these readings against its own clock (see ``harness/benchmark.py``)
 One timed GPU call::
 
     read-flush L2, synchronize          untimed: the kernel starts with a cold L2
+    before()                            tells the harness the call starts (its clock starts)
     t0; sleep kernel; start event       the sleep keeps the GPU busy while the host launches
     call custom_kernel                  host launch time = t2 - t1
     end event; synchronize device; t3   device-wide: work hidden on other streams is waited for
@@ -39,6 +40,10 @@ MAX_SLEEP_NS = 1_000_000
 FLUSH_MIN_BYTES = 64 << 20
 
 
+def _nothing() -> None:
+    return None
+
+
 @dataclass
 class Reading:
     output: Any
@@ -57,7 +62,8 @@ class CpuTimer:
     def synchronize(self) -> None:
         return None
 
-    def time_call(self, function: Callable[[Any], Any], data: Any) -> Reading:
+    def time_call(self, function: Callable[[Any], Any], data: Any, before: Callable[[], None] = _nothing) -> Reading:
+        before()
         start = self._now()
         output = function(data)
         elapsed = float(self._now() - start)
@@ -138,8 +144,9 @@ class CudaTimer:
         self._sum(flush_buffer)
         self._synchronize()
 
-    def time_call(self, function: Callable[[Any], Any], data: Any) -> Reading:
+    def time_call(self, function: Callable[[Any], Any], data: Any, before: Callable[[], None] = _nothing) -> Reading:
         self.flush_l2()
+        before()
         t0 = self._now()
         self._sleep(int(self.sleep_ns * self._cycles_per_ns))
         self._record(self._start, self._stream)
@@ -174,18 +181,21 @@ class Warmup:
 def warm_up(
     timer: Timer,
     function: Callable[[Any], Any],
-    data: Any,
+    make_data: Callable[[], Any],
     min_seconds: float,
     max_seconds: float,
 ) -> Warmup:
     """Call until the per-call time is steady (the GPU clock has ramped up), within limits.
 
     Steady means the medians of the last three batches of five calls agree within 2%. The
-    first calls also size the sleep that hides host launch overhead.
+    first calls also size the sleep that hides host launch overhead. Each batch gets fresh
+    inputs: work a submission ties to its output's lifetime (a finalizer) then comes due a
+    batch at a time, as it does for timed calls, instead of piling up on one buffer.
     """
     now = _seconds
     start = now()
     host: list[float] = []
+    data = make_data()
     for _ in range(3):
         reading = timer.time_call(function, data)
         host.append(reading.host_ns)
@@ -195,6 +205,8 @@ def warm_up(
     batch_medians: list[float] = []
     steady = False
     while True:
+        del data
+        data = make_data()
         batch = []
         for _ in range(5):
             reading = timer.time_call(function, data)

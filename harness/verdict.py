@@ -6,9 +6,13 @@ importing torch itself.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from harness.spec import Status
+
+_MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
+_EXCEPTION_LINE = re.compile(r"^[\w.]*(Error|Exception|Exit|Interrupt)\b(: .*)?$")
 
 
 class RunEnded(Exception):
@@ -30,3 +34,23 @@ def format_seconds(seconds: float) -> str:
 
 def describe_case(case: dict[str, Any]) -> str:
     return ", ".join(f"{key}={value}" for key, value in case.items())
+
+
+def missing_package(text: str) -> str:
+    """The package a ``ModuleNotFoundError`` in ``text`` names, or ""."""
+    match = _MISSING_MODULE.search(text)
+    return match.group(1).split(".")[0] if match else ""
+
+
+def needs_package(package: str) -> str:
+    return f"it imports the Python package {package!r}, which is not installed on this machine"
+
+
+def exception_in(stderr: str) -> str:
+    """``": <the last exception line>"`` of a Python traceback in ``stderr``, or ""; a missing
+    package is said in words."""
+    lines = [line.strip() for line in stderr.splitlines() if _EXCEPTION_LINE.match(line.strip())]
+    if not lines:
+        return ""
+    package = missing_package(lines[-1])
+    return f": {needs_package(package)}" if package else f": {lines[-1][:300]}"

@@ -2,9 +2,11 @@
 
 ``harness/``: the leaderboard's files as the harness imports them (0700, never the
 submission's). ``work/``: every file, the submission included; the child's cwd, writable by it.
-``home/``: the child's HOME and TMPDIR. Caches for ``load_inline`` and Triton builds live
-under ``$KERNELCUP_CACHE_DIR`` (default ``~/.cache/kernelcup``), one directory per submission
-hash, so a submission can only ever reuse or spoil its own builds.
+``home/``: the child's HOME and TMPDIR. ``root/``: the sandbox's mount point. Caches for
+``load_inline`` and Triton builds live under ``$KERNELCUP_CACHE_DIR`` (default
+``~/.cache/kernelcup``), one directory per submission hash, so a submission can only ever reuse
+or spoil its own builds. A sandboxed job never sees that folder: its cache is copied into
+``home/cache/`` before the job and what the job added is copied back after it.
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ import os
 import shutil
 import stat
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from harness.process import Identity
+from harness.process import Identity, Sandbox
 from harness.spec import JobSpec
 
 CACHE_ENV = "KERNELCUP_CACHE_DIR"
+CACHE_COPY_LIMIT = 2 << 30  # bytes of one submission's build cache copied back after a job
 
 
 class WorkspaceError(Exception):
@@ -63,6 +66,8 @@ class Workspace:
     work: Path
     home: Path
     identity: Identity
+    sandbox: Sandbox | None = None
+    caches: list[tuple[Path, Path]] = field(default_factory=list)  # (the job's copy, the cache)
 
     @classmethod
     def create(cls, spec: JobSpec, identity: Identity) -> Workspace:
@@ -77,12 +82,17 @@ class Workspace:
         base.chmod(0o711)
         workspace = cls(base, base / "harness", base / "work", base / "home", identity)
         workspace.harness_dir.mkdir(mode=0o700)
-        workspace.work.mkdir()
-        workspace.home.mkdir()
+        workspace.work.mkdir(mode=0o700)
+        workspace.home.mkdir(mode=0o700)
         (workspace.home / "tmp").mkdir()
         workspace.give_to_child(workspace.work)
         workspace.give_to_child(workspace.home)
+        if identity.sandbox:
+            workspace.sandbox = Sandbox.create(identity, base, [workspace.work, workspace.home])
         return workspace
+
+    def isolation(self) -> str:
+        return self.sandbox.describe() if self.sandbox is not None else self.identity.description
 
     def fill(self, spec: JobSpec) -> None:
         """Lay out the job's files: all of them in ``work/``, the leaderboard's in ``harness/``."""
@@ -111,6 +121,14 @@ class Workspace:
     def build_cache(self, kind: str, key: str) -> Path:
         """A build-cache directory for this submission (``kind``: torch_extensions, triton)."""
         path = cache_dir(kind, key)
+        if self.sandbox is not None:
+            local = self.home / "cache" / kind
+            local.mkdir(parents=True, exist_ok=True)
+            if path.is_dir():
+                _copy_tree(path, local, CACHE_COPY_LIMIT)
+            self.give_to_child(local)
+            self.caches.append((local, path))
+            return local
         try:
             path.mkdir(parents=True, exist_ok=True)
             if not _reachable_by(path, self.identity.uid):
@@ -124,4 +142,39 @@ class Workspace:
             return local
 
     def cleanup(self) -> None:
+        if self.sandbox is not None:
+            self.sandbox.close()
+        for local, shared in self.caches:
+            try:
+                shared.mkdir(parents=True, exist_ok=True)
+                _copy_tree(local, shared, CACHE_COPY_LIMIT)
+            except OSError:
+                pass  # a cache is an optimisation: a job never fails for it
         shutil.rmtree(self.base, ignore_errors=True)
+
+
+def _copy_tree(source: Path, target: Path, limit: int) -> int:
+    """Copy the regular files under ``source`` that ``target`` lacks; never follow a link.
+
+    The job wrote ``source`` (its own cache): links and special files are skipped, so it can
+    make the harness copy nothing but its own files, and no more than ``limit`` bytes.
+    """
+    copied = 0
+    for folder, dirs, files in os.walk(source, followlinks=False):
+        relative = Path(folder).relative_to(source)
+        for name in files:
+            origin = Path(folder) / name
+            destination = target / relative / name
+            try:
+                info = origin.lstat()
+                if not stat.S_ISREG(info.st_mode) or destination.exists() or copied + info.st_size > limit:
+                    continue
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                partial = destination.with_name(destination.name + ".kc-partial")
+                shutil.copyfile(origin, partial, follow_symlinks=False)
+                partial.replace(destination)
+                copied += info.st_size
+            except OSError:
+                continue
+        dirs[:] = [d for d in dirs if not (Path(folder) / d).is_symlink()]
+    return copied

@@ -32,7 +32,7 @@ import structlog
 from core.config import Settings
 from core.runner import ProgressCallback, RunContext, RunnerError
 from core.timeouts import platform_timeout_s, remote_kill_s
-from harness.spec import JobSpec, Progress, Result, SpecError, parse_line
+from harness.spec import JobSpec, Progress, Result, ResultReader, SpecError
 
 log = structlog.get_logger(__name__)
 
@@ -208,12 +208,8 @@ class GitHubRunner:
         conclusion, url = run.get("conclusion"), run.get("html_url", "")
         files = await self._artifact(client, int(run["id"]))
         if files is not None:
-            result: Result | None = None
             try:
-                for line in files.get(LINES_FILE, "").splitlines():
-                    event = parse_line(line, ref.result_key)
-                    if isinstance(event, Result):
-                        result = event
+                result = ResultReader(ref.result_key).read_all(files.get(LINES_FILE, "").splitlines())
             except SpecError as exc:
                 raise RunnerError(f"rejected the harness's result line: {exc}") from exc
             if result is not None:

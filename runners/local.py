@@ -30,7 +30,8 @@ import structlog
 
 from core.config import Settings
 from core.runner import ProgressCallback, RunContext, RunnerError
-from harness.spec import JobSpec, Progress, Result, SpecError, parse_line
+from harness.process import harness_sandboxed
+from harness.spec import JobSpec, Progress, Result, ResultReader, SpecError
 
 log = structlog.get_logger(__name__)
 
@@ -109,6 +110,8 @@ class LocalRunner:
         standby: int | None = None,  # overrides config
     ) -> None:
         self._command = list(harness_command or [sys.executable, "-m", "harness"])
+        self._sandbox_harness = harness_command is None
+        self._cache = Path(os.environ.get("KERNELCUP_CACHE_DIR") or Path.home() / ".cache" / "kernelcup")
         registry = list(settings.gpus) if settings else []
         self._gpu = gpu or detect_gpu(registry) or "cpu"
         self._processes: dict[int, asyncio.subprocess.Process] = {}
@@ -116,6 +119,7 @@ class LocalRunner:
         self._standby_wanted = standby_count(settings, self._gpu) if standby is None else standby
         self._standby: _Harness | None = None
         self._closed = False
+        self._hide = _runner_folders(settings)
 
     async def start(self) -> None:
         """Start the first standby harness (called when the bot starts)."""
@@ -131,14 +135,18 @@ class LocalRunner:
 
     async def _spawn(self, prefix: str) -> _Harness:
         workdir = tempfile.mkdtemp(prefix=prefix)
+        command, env = self._command, self._environment(workdir)
+        if self._sandbox_harness:  # a leaderboard's code runs in the harness: it gets a sandbox too
+            command, extra = harness_sandboxed(command, Path(workdir), self._cache)
+            env.update(extra)
         try:
             process = await asyncio.create_subprocess_exec(
-                *self._command,
+                *command,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 cwd=workdir,
-                env=harness_env(),
+                env=env,
                 start_new_session=True,  # its own process group: one kill ends the whole tree
                 limit=MAX_LINE_BYTES,
             )
@@ -146,6 +154,19 @@ class LocalRunner:
             shutil.rmtree(workdir, ignore_errors=True)
             raise RunnerError(f"could not start the harness ({self._command[0]}): {exc}") from exc
         return _Harness(process, workdir, time.monotonic())
+
+    def _environment(self, workdir: str) -> dict[str, str]:
+        """The harness's environment: its temporary folders inside ``workdir``, which this runner
+        removes whatever happens to the harness (a SIGKILLed harness cannot clean up), and the
+        runner's own folders named for the sandbox to cover should a bind bring them in."""
+        env = harness_env()
+        env["TMPDIR"] = workdir
+        env["KERNELCUP_CACHE_DIR"] = str(self._cache)
+        if self._sandbox_harness:
+            env["HOME"] = workdir  # the runner's home is not in the harness's sandbox
+        if self._hide:
+            env["KERNELCUP_SANDBOX_HIDE"] = os.pathsep.join(self._hide)
+        return env
 
     async def _take(self, job_id: int) -> _Harness:
         """The standby harness if it is alive and fresh, else a new one."""
@@ -227,21 +248,32 @@ class LocalRunner:
             process.stdin.close()
         except (BrokenPipeError, ConnectionResetError):
             pass  # it died at once; its exit code and stderr tell why
+        reader = ResultReader(spec.result_key)
         while True:
             try:
                 raw = await process.stdout.readline()
             except ValueError as exc:  # a line longer than MAX_LINE_BYTES
                 raise RunnerError(f"the harness wrote an oversized line: {exc}") from exc
             if not raw:
-                return None
+                return reader.result  # read to the end: a second result line refuses the job
             try:
-                event = parse_line(raw.decode(errors="replace"), spec.result_key)
+                event = reader.feed(raw.decode(errors="replace"))
             except SpecError as exc:
                 raise RunnerError(f"rejected the harness's result line: {exc}") from exc
             if isinstance(event, Progress):
                 await on_progress(event)
-            elif isinstance(event, Result):
-                return event
+
+
+def _runner_folders(settings: Settings | None) -> list[str]:
+    """The bot's own folders (database, leaderboards, config): never for a job to see."""
+    if settings is None:
+        return []
+    folders = [Path(settings.leaderboards_dir).resolve()]
+    url = str(settings.database_url)
+    if url.startswith("sqlite:///"):
+        folders.append(Path(url.removeprefix("sqlite:///")).resolve().parent)
+    harness = (ROOT / "harness").resolve()
+    return [str(f) for f in folders if f != harness and f not in harness.parents]
 
 
 async def _keep_tail(process: asyncio.subprocess.Process, tail: deque[bytes]) -> None:

@@ -24,7 +24,7 @@ import structlog
 from core.config import Settings
 from core.runner import ProgressCallback, RunContext, RunnerError
 from core.timeouts import platform_timeout_s, remote_kill_s
-from harness.spec import JobSpec, Progress, Result, SpecError, parse_line
+from harness.spec import JobSpec, Progress, Result, ResultReader, SpecError, parse_line
 
 log = structlog.get_logger(__name__)
 
@@ -214,6 +214,7 @@ class ModalRunner:
         except Exception as exc:
             raise RunnerError(_explain(exc, function, self._app, self._function_timeout_s)) from exc
         ref = _Ref(call_id, spec.result_key)
+        self._calls[context.job_id] = call_id  # before any await: a cancel from now on reaches the call
         log.info("spawned a Modal call", call_id=call_id, function=function)
         if context.remember_ref is not None:
             await context.remember_ref(ref.text())
@@ -267,12 +268,8 @@ class ModalRunner:
     def _result(self, output: Any, key: str, gpu: str) -> Result:
         if not isinstance(output, dict) or not isinstance(output.get("lines"), list):
             raise RunnerError(f"the Modal function returned {type(output).__name__}, not the harness's output")
-        result: Result | None = None
         try:
-            for line in output["lines"]:
-                event = parse_line(str(line), key)
-                if isinstance(event, Result):
-                    result = event
+            result = ResultReader(key).read_all(str(line) for line in output["lines"])
         except SpecError as exc:
             raise RunnerError(f"rejected the harness's result line: {exc}") from exc
         if result is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 from slack_sdk.web.async_client import AsyncWebClient
@@ -14,6 +15,9 @@ from core.errors import UserError
 from core.messages import Attachment
 
 DOWNLOAD_TIMEOUT_S = 30
+# The bot token goes only to Slack's own file host (and the API host the client is pointed at,
+# e.g. Slack GovSlack or a test's local Slack): a signed payload naming another URL gets nothing.
+SLACK_FILE_HOSTS = frozenset({"files.slack.com", "files.slack-gov.com"})
 _NOT_SOURCE = ("image/", "video/", "audio/")
 
 
@@ -22,6 +26,7 @@ async def download(
     file: Mapping[str, Any],
     *,
     token: str,
+    api_base: str = "https://slack.com/api/",
     max_bytes: int,
     text_only: bool,
 ) -> Attachment:
@@ -43,6 +48,8 @@ async def download(
     url = file.get("url_private_download") or file.get("url_private")
     if not url:
         raise UserError(f"Slack gave no download link for {name}.", "Share the file again.")
+    if not _slack_host(str(url), api_base):
+        raise UserError(f"The download link of {name} does not point at Slack.", "Share the file again.")
     try:
         async with http.get(
             str(url),
@@ -63,6 +70,13 @@ async def download(
     if text_only:
         check_text(name, kind, content)
     return Attachment(name, content)
+
+
+def _slack_host(url: str, api_base: str) -> bool:
+    target, api = urlsplit(url), urlsplit(api_base)
+    if target.hostname in SLACK_FILE_HOSTS and target.scheme == "https":
+        return True
+    return (target.scheme, target.hostname, target.port) == (api.scheme, api.hostname, api.port)
 
 
 def check_text(name: str, kind: str, content: bytes) -> None:

@@ -187,8 +187,8 @@ class Listeners:
 
     async def attachments(self, files: list[dict[str, Any]], *, text_only: bool) -> list[Attachment]:
         limit = self.app.settings.limits.max_file_bytes if text_only else MAX_BUNDLE_BYTES
-        return [await download(self.http, f, token=self.bot_token, max_bytes=limit, text_only=text_only)
-                for f in files]
+        return [await download(self.http, f, token=self.bot_token, max_bytes=limit, text_only=text_only,
+                               api_base=self.client.base_url) for f in files]
 
     # -- the GPU menu -----------------------------------------------------------------------
 

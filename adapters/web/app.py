@@ -105,5 +105,12 @@ def _handle_errors(app: FastAPI, templates: Jinja2Templates) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid(request: HttpRequest, exc: RequestValidationError) -> Response:
         if _is_api(request):
-            return await request_validation_exception_handler(request, exc)
+            if "multipart/form-data" in request.headers.get("content-type", "") and request.url.path.startswith(
+                "/api/commands/"
+            ):
+                hint = "Send JSON; files go in `attachments` as {name, base64} (README, Web and HTTP API)."
+                return error_response(422, "This route takes a JSON body, not a form upload.", hint, "invalid")
+            # A body that is not UTF-8 must not break the answer: the error echoes no raw bytes.
+            errors = [{**e, "input": "(not shown)"} if isinstance(e.get("input"), bytes) else e for e in exc.errors()]
+            return await request_validation_exception_handler(request, RequestValidationError(errors))
         return page(request, 404, "There is no such page.", "Check the address.")

@@ -524,8 +524,10 @@ def section_pytest(report: Report, state: dict[str, Any]) -> None:
         report.notes.append("pytest: not installed on this machine; section skipped")
         return
     files = [f"tests/harness/test_harness_{n}.py" for n in ("verdicts", "hostile", "modes", "standby")]
+    files.append("tests/harness/test_sandbox.py")
+    files.append("tests/compat/test_compat_harness.py")  # GPU MODE's classes; torch.compile, CUDA graphs
     completed = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *files],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--confcutdir=tests/harness", *files],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -75,7 +75,7 @@ def one_process(index: int, placement: str) -> int:
     timer = CudaTimer(0)
     rng = random.Random()
     data = reference.generate_input(**case, device="cuda")
-    warm_up(timer, kernel, data, 0.1, 1.0)
+    warm_up(timer, kernel, lambda: data, 0.1, 1.0)
     del data
     times = []
     hosts = []

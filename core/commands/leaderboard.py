@@ -30,7 +30,7 @@ from core.ranking import entry_counts, standings
 from core.report import format_seconds, submission_reply
 from core.tasks import read_task_folder
 from core.users import user_for
-from core.visibility import may_see_code
+from core.visibility import default_code_public, may_see_code
 from core.when import parse_when, relative, show_utc
 
 if TYPE_CHECKING:
@@ -211,16 +211,17 @@ def get_submission_command(app: Kernelcup, request: Request) -> Reply:
         own = submission.user_id == user.id
         if not own and not allows(request.role, Role.ADMIN) and board.visibility != "public":
             raise NotFound(f"There is no submission #{submission_id}.", "`mine` lists yours.")
-        reply = submission_reply(session, submission_id)
-        # Code stays private to its author and admins until the deadline has passed.
-        if may_see_code(submission, board, user_id=user.id, role=request.role, now=app.now()):
+        # One rule (core.visibility) for code and what could echo it: logs, profiles, messages.
+        allowed = may_see_code(submission, board, user_id=user.id, role=request.role, now=app.now(),
+                               public_after_deadline=default_code_public(app.settings))
+        reply = submission_reply(session, submission_id, details=allowed)
+        if allowed:
             code = session.get(Code, submission.code_sha256)
             assert code is not None
             reply.blocks.append(File(submission.file_name, code.content.encode(), f"code of #{submission_id}"))
-            # Before the deadline the code goes to the asker only, not to a chat channel.
-            reply.ephemeral = as_utc(board.deadline) > app.now()
         else:
-            reply.blocks.append(Text("The code is private to its author until the deadline.", style="hint"))
+            reply.blocks.append(Text("The code and logs are private to its author until the deadline.", style="hint"))
+        reply.ephemeral = True  # someone's own look-up: never posted to a channel
     reply.ok = True
     return reply
 
@@ -251,8 +252,8 @@ def create_command(app: Kernelcup, request: Request) -> Reply:
     if unknown:
         raise UserError(f"Unknown GPU {', '.join(unknown)}.", f"Known GPUs: {', '.join(app.settings.gpus)}.")
     with tempfile.TemporaryDirectory(prefix="kernelcup-create-") as tmp:
-        folder = _unpack_folder(request, Path(tmp))
-        task = read_task_folder(folder, name=request.args["name"] or None)
+        folder, reach = _unpack_folder(request, Path(tmp))
+        task = read_task_folder(folder, name=request.args["name"] or None, reach=reach)
         with session_scope(app.engine) as session:
             user = user_for(session, request.actor)
             board = create_leaderboard(session, task, deadline=deadline, gpus=gpus, creator_id=user.id)
@@ -302,11 +303,13 @@ def _visible_board(session: Session, request: Request) -> Leaderboard:
     return board
 
 
-def _unpack_folder(request: Request, into: Path) -> Path:
-    """The task folder from a path (console only), a zip, or loose files; unpacked safely."""
+def _unpack_folder(request: Request, into: Path) -> tuple[Path, Path]:
+    """The task folder from a path (console only), a zip, or loose files; unpacked safely. Also
+    how far its sources may reach: a folder on the operator's own disk, its parent (a shared
+    utils.py); an upload, itself."""
     path = request.args.get("folder")
     if isinstance(path, str) and request.actor.identity.startswith("console:") and Path(path).is_dir():
-        return Path(path)
+        return Path(path), Path(path).parent
     if not request.attachments:
         raise UserError("Attach the leaderboard's files: a zip, or task.yml, task.py, reference.py, ...")
     if sum(len(a.content) for a in request.attachments) > MAX_BUNDLE_BYTES:
@@ -323,7 +326,7 @@ def _unpack_folder(request: Request, into: Path) -> Path:
     found = sorted(into.rglob("task.yml"), key=lambda p: len(p.parts))
     if not found:
         raise UserError("There is no task.yml among the files.", "A leaderboard folder needs task.yml.")
-    return found[0].parent
+    return found[0].parent, found[0].parent
 
 
 def _extract(bundle: zipfile.ZipFile, into: Path) -> None:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
-import stat
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -119,103 +120,69 @@ def test_tampering_with_the_harness_timer_object_fails_the_run() -> None:
     assert "timer tampering" in result.verdict
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
+def _named(marker: str) -> list[int]:
+    """Live processes named ``marker`` (PR_SET_NAME), wherever their PID namespace is."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            named = entry.name.isdigit() and (entry / "comm").read_text().strip() == marker
+            if named and (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
 
 
-def _wait_for(path: Path, seconds: float) -> int:
+def _wait(check: Callable[[], bool], seconds: float) -> bool:
     limit = time.monotonic() + seconds
-    while time.monotonic() < limit:
-        if path.exists() and path.read_text().strip():
-            return int(path.read_text())
-        time.sleep(0.1)
-    raise AssertionError(f"{path} never appeared")
+    while not check() and time.monotonic() < limit:
+        time.sleep(0.05)
+    return check()
 
 
-@pytest.fixture
-def shared_dir(tmp_path: Path) -> Path:
-    """A directory the submission's process can write to, whatever uid it runs as."""
-    directory = tmp_path / "shared"
-    directory.mkdir()
-    directory.chmod(0o777)
-    for parent in [tmp_path, *tmp_path.parents]:  # pytest's base is 0700: let others pass through
-        mode = parent.stat().st_mode
-        if not mode & stat.S_IXOTH:
-            parent.chmod(mode | stat.S_IXOTH)
-    return directory
-
-
-def _harness_env(tmp: Path) -> dict[str, str]:
-    """The harness's temp files under pytest's tmp_path: a SIGKILLed harness cannot clean up."""
-    return {**os.environ, "TMPDIR": str(tmp)}
-
-
-def test_a_killed_harness_takes_the_submission_with_it(shared_dir: Path) -> None:
-    pid_file = shared_dir / "child.pid"
-    source = submission("records_pid_and_hangs.py").replace("@PID_FILE@", str(pid_file))
+def _hanging_job(marker: str, stdout: int | None) -> tuple[subprocess.Popen[str], str]:
+    """A harness whose submission never returns, once that submission runs; and its key."""
+    source = submission("records_pid_and_hangs.py").replace("@MARKER@", marker)
     spec = leaderboard_spec(ADDMUL, source, timeout_s=120)
     harness = subprocess.Popen(
-        [sys.executable, "-m", "harness"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        cwd=REPO,
-        text=True,
-        env=_harness_env(shared_dir.parent),
+        [sys.executable, "-m", "harness"], stdin=subprocess.PIPE, stdout=stdout, cwd=REPO, text=True
     )
     assert harness.stdin is not None
     harness.stdin.write(spec.to_json())
     harness.stdin.close()
-    child = _wait_for(pid_file, 60)
-    assert _alive(child)
+    assert _wait(lambda: bool(_named(marker)), 60), "the submission never started"
+    return harness, spec.result_key
+
+
+def test_a_killed_harness_takes_the_submission_with_it() -> None:
+    marker = f"kchang{secrets.token_hex(3)}"
+    harness, _ = _hanging_job(marker, subprocess.DEVNULL)
     harness.send_signal(signal.SIGKILL)
     harness.wait()
-    limit = time.monotonic() + 5
-    while _alive(child) and time.monotonic() < limit:
-        time.sleep(0.05)
-    assert not _alive(child)
+    assert _wait(lambda: not _named(marker), 5)
 
 
-def test_sigterm_still_ends_with_a_signed_result(shared_dir: Path) -> None:
-    pid_file = shared_dir / "child.pid"
-    source = submission("records_pid_and_hangs.py").replace("@PID_FILE@", str(pid_file))
-    spec = leaderboard_spec(ADDMUL, source, timeout_s=120)
-    harness = subprocess.Popen(
-        [sys.executable, "-m", "harness"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        cwd=REPO,
-        text=True,
-        env=_harness_env(shared_dir.parent),
-    )
-    assert harness.stdin is not None
-    harness.stdin.write(spec.to_json())
-    harness.stdin.close()
-    child = _wait_for(pid_file, 60)
+def test_sigterm_still_ends_with_a_signed_result() -> None:
+    marker = f"kcterm{secrets.token_hex(3)}"
+    harness, key = _hanging_job(marker, subprocess.PIPE)
     time.sleep(0.5)
     harness.send_signal(signal.SIGTERM)
     assert harness.stdout is not None
     stdout = harness.stdout.read()
     harness.wait(timeout=30)
-    result = parse_line(stdout.splitlines()[-1], spec.result_key)
+    result = parse_line(stdout.splitlines()[-1], key)
     assert isinstance(result, Result)
     assert result.status is Status.ERROR and "signal 15" in result.verdict
-    assert not _alive(child)
+    assert _wait(lambda: not _named(marker), 5)
 
 
-def test_a_daemon_that_escapes_the_process_group_is_killed(shared_dir: Path) -> None:
-    pid_file = shared_dir / "daemon.pid"
-    source = submission("escape_grandchild.py").replace("@PID_FILE@", str(pid_file))
+def test_a_daemon_that_escapes_the_process_group_is_killed() -> None:
+    marker = f"kcdaemon{secrets.token_hex(3)}"
+    source = submission("escape_grandchild.py").replace("@MARKER@", marker)
     result = run_harness(leaderboard_spec(ADDMUL, source, timeout_s=60)).outcome()
     assert result.status is Status.PASSED
-    daemon = _wait_for(pid_file, 5)
-    limit = time.monotonic() + 5
-    while _alive(daemon) and time.monotonic() < limit:
-        time.sleep(0.05)
-    assert not _alive(daemon)
+    assert "daemon started" in result.stdout
+    assert _wait(lambda: not _named(marker), 5)
 
 
 def test_a_spec_that_is_not_json_gets_a_signed_error() -> None:

@@ -208,12 +208,19 @@ def test_check_results_old_and_new() -> None:
     assert normalize_check(None) == (True, "")
 
 
-def test_layout_problems_name_the_difference() -> None:
+def test_only_structure_is_refused_before_the_problem_check() -> None:
     expected = (torch.zeros(2, 3), torch.zeros(1))
-    assert checking.layout_problems((torch.zeros(3, 2), torch.zeros(1)), expected) == [
-        "output[0] has shape (3, 2), expected (2, 3)"
+    assert checking.refusals([torch.zeros(1)], expected) == ["output should be a sequence of 2 items"]
+    assert checking.refusals((torch.zeros(3, 2), [1.0]), expected) == ["output[1] should be a torch.Tensor, got list"]
+    assert checking.refusals((torch.zeros(3, 2).double(), torch.zeros(1)), expected) == []
+
+
+def test_shape_and_dtype_differences_are_named_for_the_message() -> None:
+    expected = (torch.zeros(2, 3), torch.zeros(1))
+    assert checking.differences((torch.zeros(3, 2), torch.zeros(1).double()), expected) == [
+        "output[0] has shape (3, 2), the reference (2, 3)",
+        "output[1] has dtype torch.float64, the reference torch.float32",
     ]
-    assert "dtype" in checking.layout_problems(torch.zeros(1).double(), torch.zeros(1))[0]
 
 
 def test_nan_where_the_reference_has_none_is_reported() -> None:
@@ -288,6 +295,43 @@ def test_the_events_own_cost_is_subtracted_from_every_call() -> None:
     tiny = [Timed(2_000.0, 40_700.0, 500.0, 60_000.0)]
     assert benchmark._times(tiny, baseline, "cuda")[0] == [1_000.0]
     assert benchmark._times(calls, baseline, "cpu") == ([25_000.0] * 20, "", None)
+
+
+def _timed(wall_ns: float, call_extra_ns: float, outside_ns: float, jitter: int) -> Any:
+    from harness.session import Timed
+
+    call = wall_ns + call_extra_ns + jitter
+    return Timed(wall_ns, wall_ns, wall_ns, call + outside_ns + 3 * jitter, call)
+
+
+def test_host_work_inside_the_call_never_looks_like_tampering() -> None:
+    from harness import benchmark
+
+    # 5 ms of host work per call (a sleep, .item(), a Python loop): in the child's reading
+    # and in the harness's clock around the call alike.
+    baseline = [_timed(2_000.0, 40_000.0, 900_000.0, i) for i in range(12)]
+    calls = [_timed(5_000_000.0, 40_000.0, 900_000.0, i) for i in range(30)]
+    benchmark._check_clock(calls, baseline, "b", 250_000.0, 0.25)
+    assert benchmark.outside_time(calls, baseline, 250_000.0, 0.25) == 0.0
+
+
+def test_a_reading_short_of_the_time_around_the_call_fails_as_tampering() -> None:
+    from harness import benchmark
+    from harness.verdict import RunEnded
+
+    baseline = [_timed(2_000.0, 40_000.0, 900_000.0, i) for i in range(12)]
+    calls = [_timed(500_000.0, 4_540_000.0, 900_000.0, i) for i in range(30)]  # 5 ms passed, 0.5 reported
+    with pytest.raises(RunEnded, match="timer tampering"):
+        benchmark._check_clock(calls, baseline, "b", 250_000.0, 0.25)
+
+
+def test_time_outside_the_call_beyond_a_no_op_is_counted() -> None:
+    from harness import benchmark
+
+    baseline = [_timed(2_000.0, 40_000.0, 900_000.0, i) for i in range(12)]
+    calls = [_timed(20_000.0, 40_000.0, 3_900_000.0, i) for i in range(30)]  # 3 ms more after each call
+    benchmark._check_clock(calls, baseline, "b", 250_000.0, 0.25)
+    assert benchmark.outside_time(calls, baseline, 250_000.0, 0.25) == pytest.approx(3_000_000.0, abs=100)
 
 
 def test_a_round_caught_in_a_slow_spell_is_dropped_once_a_third_round_decides() -> None:

@@ -28,8 +28,9 @@ CASES = {
     "nan_output": (LENIENT, "nan_output.py", 60),
     "unwritten_output": (LENIENT, "unwritten_output.py", 60),
     "partly_written": (LENIENT, "partly_written.py", 60),
-    "wrong_shape": (LENIENT, "wrong_shape.py", 60),
-    "wrong_dtype": (LENIENT, "wrong_dtype.py", 60),
+    "wrong_shape": (ADDMUL, "wrong_shape.py", 60),
+    "wrong_dtype": (ADDMUL, "wrong_dtype.py", 60),
+    "dtype_the_check_accepts": (LENIENT, "wrong_dtype.py", 60),
     "not_a_tensor": (LENIENT, "not_a_tensor.py", 60),
     "tensor_subclass": (LENIENT, "tensor_subclass.py", 60),
     "huge_stdout": (ADDMUL, "huge_stdout.py", 60),
@@ -150,16 +151,23 @@ def test_memory_the_submission_allocates_but_never_writes_reads_as_nan(
     assert "NaN" in result.verdict
 
 
-def test_a_wrong_shape_fails_with_both_shapes(runs: dict[str, HarnessRun]) -> None:
+def test_a_shape_the_check_refuses_fails_with_both_shapes(runs: dict[str, HarnessRun]) -> None:
     result = runs["wrong_shape"].outcome()
     assert result.status is Status.FAILED
-    assert "shape (1, 1), expected (1,)" in result.verdict
+    assert "output has shape (1, 1), the reference (1,)" in result.verdict
 
 
-def test_a_wrong_dtype_fails_with_both_dtypes(runs: dict[str, HarnessRun]) -> None:
+def test_a_dtype_the_check_cannot_compare_fails_with_both_dtypes(runs: dict[str, HarnessRun]) -> None:
     result = runs["wrong_dtype"].outcome()
     assert result.status is Status.FAILED
-    assert "torch.float64, expected torch.float32" in result.verdict
+    assert "check_implementation could not check the output" in result.verdict
+    assert "torch.float64, the reference torch.float32" in result.verdict
+
+
+def test_a_dtype_unlike_the_reference_passes_when_the_problem_check_accepts_it(
+    runs: dict[str, HarnessRun],
+) -> None:
+    assert runs["dtype_the_check_accepts"].outcome().status is Status.PASSED
 
 
 def test_an_output_that_is_not_a_tensor_fails(runs: dict[str, HarnessRun]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import stat
 from pathlib import Path
 
@@ -78,7 +79,7 @@ async def test_no_secret_reaches_the_harness(monkeypatch: pytest.MonkeyPatch) ->
     assert not any(value in json.dumps(env) for value in secrets.values())
     assert env["CUDA_VISIBLE_DEVICES"] == "0" and env["PYTHONPATH"] == str(ROOT)
     allowed = {"PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "LD_LIBRARY_PATH", "PYTHONPATH"}
-    allowed |= {"PYTHONUNBUFFERED", "LC_CTYPE"}  # LC_CTYPE: Python may set it on a C locale
+    allowed |= {"PYTHONUNBUFFERED", "LC_CTYPE", "KERNELCUP_CACHE_DIR"}  # LC_CTYPE: Python may set it on a C locale
     assert {k for k in env if not k.startswith(("CUDA_", "NVIDIA_"))} <= allowed
 
 
@@ -216,7 +217,7 @@ async def test_the_real_harness_passes_a_correct_solution_on_the_cpu() -> None:
     from core.tasks import read_task_folder, task_config
 
     board = ROOT / "leaderboards" / "vectoradd"
-    folder = read_task_folder(board)
+    folder = read_task_folder(board, reach=board.parent)
     config = task_config(folder.task)
     config.tests, config.benchmarks = config.tests[:2], []
     job = JobSpec(
@@ -251,3 +252,63 @@ def test_the_registry_builds_runners_from_entry_points_and_maps_gpus() -> None:
 
 def test_a_runner_named_in_config_but_not_installed_is_skipped() -> None:
     assert load_runners(make_settings(runner="nowhere")) == {}
+
+
+_CREATOR_PROBE = '''
+import glob, os, socket
+
+
+def _leaks(marker: str, database: str) -> list[str]:
+    found = []
+    for path in glob.glob("/proc/[0-9]*/environ"):
+        try:
+            if marker in open(path, "rb").read().decode(errors="replace"):
+                found.append(path)
+        except OSError:
+            pass
+    for path in (database, os.path.dirname(database)):
+        if os.path.exists(path):
+            found.append(path)
+    try:
+        socket.create_connection(("127.0.0.1", 5432), timeout=1).close()
+        found.append("PostgreSQL")
+    except OSError:
+        pass
+    return found
+
+
+_FOUND = _leaks("@MARKER@", "@DATABASE@")
+if _FOUND:
+    raise RuntimeError(f"a leaderboard's code reached the bot: {_FOUND}")
+'''
+
+
+async def test_a_leaderboards_own_code_reaches_nothing_of_the_bot(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A creator's reference.py runs in the harness: the runner gives the harness a sandbox too,
+    so it finds neither the bot's environment (tokens), its database, nor the network."""
+    from core.tasks import read_task_folder, task_config
+
+    marker = f"xoxb-{secrets.token_hex(8)}"
+    monkeypatch.setenv("SLACK_BOT_TOKEN", marker)
+    database = tmp_path / "var" / "kernelcup.db"
+    database.parent.mkdir()
+    database.write_text("the bot's database")
+    board = ROOT / "leaderboards" / "vectoradd"
+    folder = read_task_folder(board, reach=board.parent)
+    config = task_config(folder.task)
+    config.tests, config.benchmarks = config.tests[:1], []
+    probe = _CREATOR_PROBE.replace("@MARKER@", marker).replace("@DATABASE@", str(database))
+    files = {**folder.files, "submission.py": (board / "solutions" / "pytorch.py").read_text()}
+    files["reference.py"] = files["reference.py"] + probe
+    job = JobSpec(job_id="1", mode=Mode.TEST, task=config, files=files, submission_name="submission.py",
+                  timeout_s=60, device="cpu", gpu=GpuInfo(), result_key="ab" * 32)
+
+    async def on_progress(event: Progress) -> None:
+        return None
+
+    result = await LocalRunner(gpu="cpu").run(job, RunContext(1, "cpu", 90), on_progress)
+    assert result.status is Status.PASSED, result.verdict
+    assert result.system.isolation.startswith("sandbox (namespaces) in the harness's sandbox, uid"), (
+        result.system.isolation
+    )

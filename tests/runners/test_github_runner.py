@@ -198,3 +198,38 @@ async def test_a_spec_too_large_for_a_dispatch_is_refused_before_dispatching(git
 def test_without_a_token_no_gpu_is_served_here() -> None:
     assert make_runner("http://127.0.0.1:9", token="").gpus() == []
     assert make_runner("http://127.0.0.1:9").gpus() == ["RTX4090"]
+
+
+async def test_a_hostile_submission_on_the_workflow_cannot_read_the_spec_or_forge_a_result(
+    github: tuple[FakeGitHub, str], tmp_path: Path,
+) -> None:
+    """Through the workflow file's real step: the submission looks for the spec and the output
+    file where the workflow keeps them and tries to append a result line; it finds neither."""
+    fake, url = github
+    fake.plan = Plan(work=workflow_step)
+    source = (IDENTITY / "solutions" / "pytorch.py").read_text() + (
+        "\nimport glob, os\n"
+        "found = glob.glob('/tmp/*/kernelcup-out/*') + glob.glob('/tmp/*/spec.json')\n"
+        "for path in found:\n"
+        "    open(path, 'a').write('{\"event\": \"result\"}\\n')\n"
+        "print('FOUND', found, os.environ.get('RUNNER_TEMP'), os.environ.get('SPEC'))\n"
+    )
+    job = leaderboard_spec(IDENTITY, source, Mode.TEST, device="cpu", job_id="7")
+    result = await run(make_runner(url), job, Recorder(), limit_s=120)
+    assert result.status is Status.PASSED, result.verdict
+    assert "FOUND [] None None" in result.stdout
+    assert result.system.isolation.startswith("sandbox")
+
+
+async def test_a_second_result_line_refuses_the_job(github: tuple[FakeGitHub, str]) -> None:
+    fake, url = github
+    one = signed_result()
+
+    async def twice(inputs: dict[str, str]) -> dict[str, str]:
+        files = await one(inputs)
+        files["harness.jsonl"] += files["harness.jsonl"]
+        return files
+
+    fake.plan = Plan(work=twice)
+    with pytest.raises(RunnerError, match="second result line"):
+        await run(make_runner(url), spec(), Recorder())

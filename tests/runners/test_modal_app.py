@@ -68,6 +68,7 @@ def test_the_function_body_runs_the_real_harness_and_returns_its_signed_lines() 
     assert isinstance(result, Result), output["stderr"]
     assert (result.job_id, result.status, result.verdict) == ("7", Status.PASSED, "all 5 tests passed")
     assert Progress("testing", 5, 5) in events
+    assert result.system.isolation.startswith("sandbox (namespaces)")  # the same sandbox as everywhere
 
 
 async def test_the_runner_gets_a_failing_verdict_through_the_real_function_body() -> None:

@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 import time_machine
-from sqlalchemy import text
 from sqlalchemy.engine import Engine
 from sqlmodel import func, select
 
@@ -242,9 +241,9 @@ def count(engine: Engine, model: Any, *where: Any) -> int:
         return int(session.exec(select(func.count()).select_from(model).where(*where)).one())
 
 
-def stored_job_ids(engine: Engine) -> dict[str, datetime | None]:
-    """APScheduler's rows, read straight from its table: id -> next run time."""
-    with engine.connect() as connection:
-        rows = connection.execute(text("SELECT id, next_run_time FROM apscheduler_jobs")).all()
-    return {row[0]: (datetime.fromtimestamp(row[1], UTC) if row[1] is not None else None) for row in rows}
+def scheduled_job_ids(bot: Bot) -> dict[str, datetime | None]:
+    """The jobs one bot process scheduled (in its memory): id -> next run time."""
+    scheduling = bot.app.scheduling
+    assert scheduling is not None
+    return {job.id: job.next_run_time for job in scheduling.scheduler.get_jobs()}
 

@@ -19,8 +19,8 @@ from tests.scheduling.conftest import (
     count,
     eventually,
     kernel,
+    scheduled_job_ids,
     settle,
-    stored_job_ids,
 )
 
 
@@ -56,7 +56,7 @@ async def test_a_deadline_changed_twice_closes_once_at_the_last_one(
     moved = await bot.ask("set-deadline", leaderboard="cup", deadline="2026-11-23T09:30+01:00")
     assert moved.ok and "2026-11-23 08:30 UTC" in moved.text()
     last = NOW.replace(day=23, hour=8, minute=30)
-    assert stored_job_ids(sqlite_engine)[f"leaderboard:{board_id}:close"] == last
+    assert scheduled_job_ids(bot)[f"leaderboard:{board_id}:close"] == last
 
     for earlier in (NOW + timedelta(hours=2, seconds=1), NOW + timedelta(days=1, seconds=1)):
         clock.move_to(earlier)
@@ -108,10 +108,10 @@ async def test_deleting_a_leaderboard_removes_its_jobs(bots: Bots, sqlite_engine
                                                       clock: time_machine.Traveller) -> None:
     bot = await bots.start(sqlite_engine)
     board_id = await bot.create(deadline=NOW + timedelta(days=3))
-    jobs = set(stored_job_ids(sqlite_engine))
+    jobs = set(scheduled_job_ids(bot))
     assert {f"leaderboard:{board_id}:close", f"leaderboard:{board_id}:remind:86400"} <= jobs
     assert (await bot.ask("delete", leaderboard="cup", yes=True)).ok
-    assert [job for job in stored_job_ids(sqlite_engine) if job.startswith("leaderboard:")] == []
+    assert [job for job in scheduled_job_ids(bot) if job.startswith("leaderboard:")] == []
 
 
 async def test_list_and_show_give_the_deadline_in_utc_and_relative(bots: Bots, sqlite_engine: Engine,

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import pickle
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 import time_machine
+from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
 from core.announcements import Occasion
@@ -23,8 +26,8 @@ from tests.scheduling.conftest import (
     count,
     eventually,
     kernel,
+    scheduled_job_ids,
     settle,
-    stored_job_ids,
 )
 
 DEADLINE = NOW + timedelta(hours=2)
@@ -46,14 +49,14 @@ async def test_a_restart_between_scheduling_and_firing_still_closes(
     board_id = await first.create(deadline=DEADLINE)
     await first.ranked(ALICE, kernel(1e-3))
     await bots.stop(first)
-    assert stored_job_ids(sqlite_engine)[f"leaderboard:{board_id}:close"] == DEADLINE  # kept in the database
 
     second = await bots.start(sqlite_engine)
+    assert scheduled_job_ids(second)[f"leaderboard:{board_id}:close"] == DEADLINE  # rebuilt from the row
     clock.move_to(DEADLINE + timedelta(seconds=1))
     second.wakeup()
     await eventually(lambda: Occasion.FINAL_STANDINGS in second.occasions(), what="the final standings")
     assert second.occasions().count(Occasion.CLOSED) == 1
-    assert f"leaderboard:{board_id}:close" not in stored_job_ids(sqlite_engine)
+    assert f"leaderboard:{board_id}:close" not in scheduled_job_ids(second)
 
 
 async def test_a_deadline_missed_while_down_closes_once_when_back(
@@ -139,3 +142,25 @@ async def test_two_schedulers_on_one_postgresql_act_once(
             await bots.stop(bot)
     finally:
         other_engine.dispose()
+
+
+async def test_a_job_row_planted_in_the_database_is_never_unpickled(
+    bots: Bots, sqlite_engine: Engine, tmp_path: Path, clock: time_machine.Traveller
+) -> None:
+    """What a submission did once it could write the database: a pickled job that runs code."""
+    proof = tmp_path / "owned"
+    payload = pickle.dumps({"id": "x", "func": "os:system", "args": (f"touch {proof}",), "kwargs": {},
+                            "trigger": None, "executor": "default", "next_run_time": None})
+    with sqlite_engine.begin() as connection:
+        connection.execute(text("CREATE TABLE IF NOT EXISTS apscheduler_jobs "
+                                "(id VARCHAR(191) PRIMARY KEY, next_run_time FLOAT, job_state BLOB)"))
+        connection.execute(text("INSERT INTO apscheduler_jobs VALUES ('planted', 0, :state)"), {"state": payload})
+    bot = await bots.start(sqlite_engine)
+    board_id = await bot.create(deadline=DEADLINE)
+    clock.move_to(DEADLINE + timedelta(seconds=1))
+    bot.wakeup()
+    await eventually(lambda: Occasion.CLOSED in bot.occasions(), what="the close")
+    assert not proof.exists()
+    assert set(scheduled_job_ids(bot)) >= {"kernelcup:reconcile"}
+    assert all(job == "kernelcup:reconcile" or job.startswith(f"leaderboard:{board_id}:")
+               for job in scheduled_job_ids(bot))

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import socket
+
+import pytest
+
 from tests.slack.conftest import DM, file_message, local_runner, solution
 from tests.slack.fake_slack import BOT_USER, FakeSlack, block_text
 
@@ -142,3 +146,22 @@ async def test_a_command_typed_in_a_dm_is_run(start) -> None:
     await slack.event(file_message("list"))
     [posted] = await slack.fake.wait_for(lambda: slack.fake.calls_to("chat.postMessage"))
     assert posted.params["channel"] == DM and "identity" in block_text(posted.params["blocks"])
+
+
+async def test_the_bot_token_goes_to_no_host_but_slacks(start) -> None:
+    """A signed payload whose file link points elsewhere: refused before any request is made."""
+
+    elsewhere = socket.create_server(("127.0.0.1", 0))
+    elsewhere.setblocking(False)
+    try:
+        slack = await start()
+        port = elsewhere.getsockname()[1]
+        planted = {**slack.fake.host_file("k.py", solution()),
+                   "url_private_download": f"http://127.0.0.1:{port}/steal", "url_private": f"http://127.0.0.1:{port}/x"}
+        await slack.event(file_message("submit ranked identity", planted))
+        await slack.settle()
+        assert "does not point at Slack" in ephemeral_text(slack.fake)
+        with pytest.raises(BlockingIOError):
+            elsewhere.accept()  # nobody ever connected, so no token was sent
+    finally:
+        elsewhere.close()

@@ -153,3 +153,54 @@ async def test_a_submission_on_a_hidden_leaderboard_is_unknown_to_others(
         session.add(board)
     assert (await client.get(f"/api/submissions/{alice_submission}", headers=bearer(tokens.bob))).status_code == 404
     assert (await client.get(f"/api/submissions/{alice_submission}", headers=bearer(tokens.alice))).status_code == 200
+
+
+async def _get_submission(client: httpx.AsyncClient, token: str, submission_id: int) -> dict[str, Any]:
+    response = await client.post("/api/commands/get-submission", headers=bearer(token), json={"id": submission_id})
+    assert response.status_code == 200, response.text
+    reply: dict[str, Any] = response.json()
+    return reply
+
+
+async def test_get_submission_shows_no_one_elses_logs_or_code_before_the_deadline(
+    client: httpx.AsyncClient, tokens: Tokens, alice_submission: int
+) -> None:
+    reply = await _get_submission(client, tokens.bob, alice_submission)
+    text = json.dumps(reply)
+    assert MARKER.decode().strip() not in text and "printed by the kernel" not in text
+    assert not [b for b in reply["blocks"] if b["type"] == "file"]
+    assert reply["ephemeral"] is True
+
+
+async def test_get_submission_shows_the_author_her_logs_and_code(
+    client: httpx.AsyncClient, tokens: Tokens, alice_submission: int
+) -> None:
+    reply = await _get_submission(client, tokens.alice, alice_submission)
+    files = [b for b in reply["blocks"] if b["type"] == "file"]
+    assert any(f["name"].endswith("-stdout.txt") for f in files), [f["name"] for f in files]
+    assert any(f["description"].startswith("code of #") for f in files), files
+    assert reply["ephemeral"] is True
+
+
+async def test_get_submission_keeps_code_private_after_the_deadline_where_the_leaderboard_says_so(
+    client: httpx.AsyncClient, kc: Kernelcup, tokens: Tokens, clock: Clock, alice_submission: int
+) -> None:
+    with session_scope(kc.engine) as session:
+        board = session.exec(select(Leaderboard).where(Leaderboard.name == "identity")).one()
+        board.task_json = json.dumps({**json.loads(board.task_json), "code_public_after_deadline": False})
+        session.add(board)
+    clock.now += timedelta(days=400)
+    text = json.dumps(await _get_submission(client, tokens.bob, alice_submission))
+    assert MARKER.decode().strip() not in text and "printed by the kernel" not in text
+
+
+async def test_a_failed_verdict_shows_others_no_exception_text(
+    client: httpx.AsyncClient, kc: Kernelcup, tokens: Tokens
+) -> None:
+    response = await submit(client, tokens.alice, solution() + b"# WRONG\n", mode="test")
+    submission_id: int = response.json()["submission_id"]
+    await finish(kc, submission_id)
+    seen = json.dumps(await _get_submission(client, tokens.bob, submission_id))
+    assert "a test failed" not in seen and "mismatch at index 3" not in seen
+    own = json.dumps(await _get_submission(client, tokens.alice, submission_id))
+    assert "a test failed" in own

@@ -1,0 +1,1 @@
+"""The GPU MODE compatibility suite: one small leaderboard per class of real problems (README.md)."""

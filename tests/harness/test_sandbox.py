@@ -1,0 +1,277 @@
+"""The sandbox holds against a hostile submission, in every isolation mode the harness can choose.
+
+One probe submission (fixtures/submissions/sandbox_probe.py.txt) tries every way out at once —
+the network, the bot's database and ``var/``, a job running beside it, a folder a killed
+harness left, the harness and the bot themselves, the process, memory and file-size limits —
+and leaves a daemon and files behind; the test then checks what it reached and what is left.
+Modes: the harness as root (the job is ``nobody`` outside its namespace), as an ordinary user
+would get it (the job keeps the harness's uid: only the namespaces keep it in), a container
+where user namespaces are blocked (the job is refused), and, as the control that shows the
+probe would notice, the sandbox switched off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import sqlite3
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import (
+    DEVICE,
+    LEADERBOARDS,
+    REPO,
+    HarnessRun,
+    leaderboard_spec,
+    read_run,
+    run_harness,
+    start_harness,
+    submission,
+)
+
+from harness.spec import Mode, Result, Status
+
+ADDMUL = LEADERBOARDS / "addmul"
+LIMITS = {"KERNELCUP_SANDBOX_TASKS": "64", "KERNELCUP_SANDBOX_MEMORY_MB": "3072", "KERNELCUP_SANDBOX_FILE_MB": "16"}
+MODES = {"root": "", "ordinary user": "own-uid"}
+
+
+def _open_to_others(path: Path) -> None:
+    """Let any uid pass through ``path``'s parents: only the sandbox may keep the probe out."""
+    for parent in [path, *path.parents]:
+        mode = parent.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            parent.chmod(mode | stat.S_IXOTH | stat.S_IROTH)
+
+
+class Bot:
+    """What a hostile job must not reach: a database, a web port, sockets, a running job."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.var = root / "var"
+        self.var.mkdir()
+        self.database = self.var / "kernelcup.db"
+        with sqlite3.connect(self.database) as db:
+            db.execute("create table leaderboard (name text, secret_seed integer)")
+            db.execute("insert into leaderboard values ('addmul', 123456789)")
+        self.database.chmod(0o666)  # even writable by anyone: the namespaces must keep it out
+        self.tmp = root / "tmp"
+        self.tmp.mkdir()
+        self.tmp.chmod(0o1777)
+        _open_to_others(self.var)
+        leftover = self.tmp / "kernelcup-leftover" / "work"
+        leftover.mkdir(parents=True)
+        (leftover / "submission.py").write_text("# someone else's private kernel\n")
+        for folder in (leftover.parent, leftover):
+            folder.chmod(0o755)
+        self.leftover = leftover / "submission.py"
+        self.web = socket.create_server(("127.0.0.1", 0))
+        self.unix_path = str(self.var / "bot.sock")
+        self.unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.unix.bind(self.unix_path)
+        self.unix.listen()
+        os.chmod(self.unix_path, 0o777)
+        self.abstract_name = f"kernelcup-test-{secrets.token_hex(4)}"
+        self.abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.abstract.bind("\0" + self.abstract_name)
+        self.abstract.listen()
+
+    def close(self) -> None:
+        for sock in (self.web, self.unix, self.abstract):
+            sock.close()
+
+
+@pytest.fixture
+def bot(tmp_path: Path) -> Iterator[Bot]:
+    made = Bot(tmp_path)
+    yield made
+    made.close()
+
+
+def _targets(bot: Bot, harness_pid: int, neighbour: Path | None) -> dict[str, Any]:
+    reads = [str(bot.database), str(bot.leftover), str(REPO / "pyproject.toml"), str(REPO / "core" / "db.py")]
+    lists = [str(bot.var), str(bot.tmp), str(REPO)]
+    if neighbour is not None:
+        reads.append(str(neighbour / "submission.py"))
+        lists.append(str(neighbour))
+    return {
+        "tcp": {
+            "the bot's web port": ["127.0.0.1", bot.web.getsockname()[1]],
+            "PostgreSQL": ["127.0.0.1", 5432],
+            "the internet": ["1.1.1.1", 443],
+        },
+        "unix": [bot.unix_path, "/var/run/postgresql/.s.PGSQL.5432"],
+        "abstract": bot.abstract_name,
+        "read": reads,
+        "write": [str(bot.database), str(bot.var / "planted")],
+        "list": lists,
+        "pids": [harness_pid, os.getpid()],
+        "forks": 200,
+        "allocate": 4 << 30,
+        "file": 64 << 20,
+    }
+
+
+def _probe(bot: Bot, mode: str, neighbour: Path | None = None) -> tuple[HarnessRun, dict[str, str], str]:
+    """Run the probe in ``mode``; its findings and its marker (the name of what it leaves)."""
+    marker = f"kcprobe{secrets.token_hex(3)}"
+    env = {**LIMITS, "TMPDIR": str(bot.tmp), "KERNELCUP_HARNESS_SANDBOX": mode}
+    process = start_harness(env)
+    source = (
+        submission("sandbox_probe.py")
+        .replace("@MARKER@", marker)
+        .replace("@TARGETS@", repr(json.dumps(_targets(bot, process.pid, neighbour))))
+    )
+    spec = leaderboard_spec(ADDMUL, source, Mode.TEST, timeout_s=120)
+    stdout, stderr = process.communicate(spec.to_json(), timeout=180)
+    run = read_run(stdout, stderr, process.returncode, spec.result_key)
+    result = run.outcome()
+    line = next((x for x in result.stdout.splitlines() if x.startswith("PROBE ")), None)
+    assert line is not None, f"the probe printed nothing: {result.verdict}\n{result.stderr}"
+    return run, json.loads(line[len("PROBE ") :]), marker
+
+
+def _processes_named(name: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "comm").read_text().strip() == name:
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                if state not in ("Z", "X"):
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def _job_cgroups() -> list[Path]:
+    """Job cgroups under this process's own cgroups (where the harness makes them)."""
+    from harness.cgroups import _mounts, _own_paths
+
+    own = _own_paths()
+    found: list[Path] = []
+    for mount_point, fstype, options in _mounts():
+        for controller in ("", *options.split(",")) if fstype.startswith("cgroup") else ():
+            if controller in own:
+                found += Path(mount_point, own[controller].lstrip("/")).glob("kernelcup-*")
+    return found
+
+
+def _wait_gone(check: Any, seconds: float = 5.0) -> Any:
+    limit = time.monotonic() + seconds
+    while (left := check()) and time.monotonic() < limit:
+        time.sleep(0.05)
+    return left
+
+
+@pytest.fixture
+def neighbour(bot: Bot) -> Iterator[Path]:
+    """A job running beside the probe (its submission never returns): its work folder."""
+    process = start_harness({"TMPDIR": str(bot.tmp)})
+    spec = leaderboard_spec(ADDMUL, submission("infinite_loop.py"), Mode.TEST, timeout_s=120)
+    assert process.stdin is not None
+    process.stdin.write(spec.to_json())
+    process.stdin.close()
+    limit = time.monotonic() + 60
+    found: list[Path] = []
+    while not found and time.monotonic() < limit:
+        found = [p.parent for p in bot.tmp.glob("kernelcup-*/work/submission.py") if "leftover" not in str(p)]
+        time.sleep(0.1)
+    assert found, "the neighbouring job never laid out its files"
+    yield found[0]
+    process.send_signal(signal.SIGTERM)
+    assert process.stdout is not None
+    process.stdout.read()
+    process.wait(timeout=60)
+
+
+@pytest.mark.parametrize("mode", list(MODES), ids=list(MODES))
+def test_a_hostile_submission_reaches_nothing_outside_its_job(bot: Bot, neighbour: Path, mode: str) -> None:
+    run, found, _marker = _probe(bot, MODES[mode], neighbour)
+    result = run.outcome()
+    assert result.status is Status.PASSED, result.verdict
+    assert result.system.isolation.startswith("sandbox"), result.system.isolation
+    escapes = {
+        name: outcome
+        for name, outcome in found.items()
+        if not outcome.startswith("blocked")
+        and not name.startswith(("leave ", "processes visible", "uid", "list ", "fork ", "allocate ", "write a "))
+    }
+    assert escapes == {}, escapes
+    # Listing a folder on the way to its own job shows its own job and nothing else.
+    assert "leftover" not in found[f"list {bot.tmp}"] and neighbour.parent.name not in found[f"list {bot.tmp}"]
+    assert found[f"list {bot.var}"].startswith("blocked"), found[f"list {bot.var}"]
+    assert found[f"list {neighbour}"].startswith("blocked"), found[f"list {neighbour}"]
+    for name in ("pyproject.toml", "core", "var", "tests"):
+        assert f"'{name}'" not in found[f"list {REPO}"], found[f"list {REPO}"]
+    visible = found["processes visible"]
+    assert str(os.getpid()) not in visible and len(visible) < 200, visible
+    with sqlite3.connect(bot.database) as db:  # the database is as the bot left it
+        assert db.execute("select * from leaderboard").fetchall() == [("addmul", 123456789)]
+    assert not (bot.var / "planted").exists()
+
+
+@pytest.mark.parametrize("mode", list(MODES), ids=list(MODES))
+def test_nothing_a_hostile_submission_starts_or_writes_outlives_its_job(bot: Bot, mode: str) -> None:
+    _run, found, marker = _probe(bot, MODES[mode])
+    assert found["leave a daemon"].startswith("REACHED"), found
+    assert found["leave a file in /tmp"].startswith("REACHED"), found
+    assert _wait_gone(lambda: _processes_named(marker)) == []
+    for folder in ("/tmp", "/var/tmp", "/dev/shm", str(bot.tmp)):
+        assert not (Path(folder) / marker).exists(), folder
+    left = sorted(p.name for p in bot.tmp.iterdir() if p.name != "kernelcup-leftover")
+    assert left == [], left
+    assert _job_cgroups() == [], "a job cgroup was left behind"
+
+
+def test_limits_hold_in_the_sandbox(bot: Bot) -> None:
+    run, found, _ = _probe(bot, "")
+    assert found["fork 200"].startswith("blocked"), found["fork 200"]
+    assert found["allocate 4096 MiB"].startswith("blocked"), found["allocate 4096 MiB"]
+    assert "File too large" in found["write a 64 MiB file"], found["write a 64 MiB file"]
+    assert "limits:" in run.outcome().system.isolation
+
+
+def test_without_the_sandbox_the_same_probe_reaches_the_database(bot: Bot) -> None:
+    """The control: the probe does notice an open door (the operator's 'off' switch)."""
+    run, found, _ = _probe(bot, "off")
+    assert run.outcome().system.isolation.startswith("no sandbox")
+    assert found[f"read {bot.database}"].startswith("REACHED"), found
+
+
+@pytest.mark.skipif(DEVICE != "cpu" or os.geteuid() != 0, reason="blocks user namespaces from inside one (root)")
+def test_where_user_namespaces_are_blocked_every_job_is_refused(bot: Bot) -> None:
+    """A container that forbids user namespaces: the job is refused, with the fix named."""
+    spec = leaderboard_spec(ADDMUL, submission("correct.py"), Mode.RANKED, timeout_s=60, secret_seed=7)
+    script = f"echo 0 > /proc/sys/user/max_user_namespaces && exec {sys.executable} -m harness"
+    completed = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "sh", "-c", script],
+        input=spec.to_json(),
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        env={**os.environ, "TMPDIR": str(bot.tmp)},
+    )
+    result = read_run(completed.stdout, completed.stderr, completed.returncode, spec.result_key).outcome()
+    assert result.status is Status.ERROR
+    assert "cannot sandbox submissions" in result.verdict and "user namespaces" in result.verdict
+    assert "KERNELCUP_HARNESS_SANDBOX=off" in result.verdict
+
+
+def test_a_correct_submission_still_passes_every_mode_in_the_sandbox() -> None:
+    for mode in (Mode.TEST, Mode.BENCHMARK):
+        result = run_harness(leaderboard_spec(ADDMUL, submission("correct.py"), mode, timeout_s=120)).outcome()
+        assert result.status is Status.PASSED, result.verdict
+        assert isinstance(result, Result) and "sandbox" in result.system.isolation
