@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import gc
 import importlib.util
 import os
@@ -282,9 +283,8 @@ def _serve(channel: Any, requested_device: str, isolation: str) -> int:
             elif op == "warmup":
                 kept = None
                 gc.collect()
-                warm = timing.warm_up(
-                    timer, kernel, lambda: generate(message), float(message["min_s"]), float(message["max_s"])
-                )
+                fresh_inputs = functools.partial(generate, message)
+                warm = timing.warm_up(timer, kernel, fresh_inputs, float(message["min_s"]), float(message["max_s"]))
                 channel.send({"msg": "warm", **warm.__dict__})
             elif op == "time":
                 kept = None

@@ -74,9 +74,7 @@ def one_process(index: int, placement: str) -> int:
     reference, kernel = load(board, solution)
     timer = CudaTimer(0)
     rng = random.Random()
-    data = reference.generate_input(**case, device="cuda")
-    warm_up(timer, kernel, lambda: data, 0.1, 1.0)
-    del data
+    warm_up(timer, kernel, lambda: reference.generate_input(**case, device="cuda"), 0.1, 1.0)
     times = []
     hosts = []
     for call in range(CALLS):
