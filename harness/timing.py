@@ -13,13 +13,28 @@ One timed GPU call::
     read-flush L2, synchronize          untimed: the kernel starts with a cold L2
     before()                            tells the harness the call starts (its clock starts)
     t0; sleep kernel; start event       the sleep keeps the GPU busy while the host launches
-    call custom_kernel                  host launch time = t2 - t1
+    fence: every pool stream waits      work the call queues on torch's side streams cannot start
+      for the start event, then marks   before the timed region (not during the sleep)
+    call custom_kernel
+    every pool stream: a join event     when that stream's share of the call ended
     end event; synchronize device; t3   device-wide: work hidden on other streams is waited for
+    time = max(end, joins of streams    work left on a side stream counts, joined by the
+      that did work) - start            submission or not
 
 The events measure GPU time only: the sleep hides Python's launch overhead (up to its length),
 which is what makes the median match Nsight Compute's kernel time for single-kernel
 submissions. ``wall = t3 - t0`` minus the same quantity for a no-op call exposes work that
 outlives the call on another stream or thread.
+
+The fence and the joins cover torch's stream pools (every ``torch.cuda.Stream()``, and the side
+streams of CUDA graphs and ``torch.compile``), which are non-blocking streams: without them a
+submission could queue its work on a side stream, let it run during the sleep, and report an
+empty default stream. Streams created with ``cudaStreamCreate`` are blocking: they order with
+the default stream by themselves. A stream did work in the call when its join came later than
+its mark by more than ``SIDE_WORK_MIN_NS`` (any kernel takes longer). Nothing is added to the
+timed stream itself, so a call that uses one stream is timed exactly as before; the fence, the
+marks and the joins are host work before the end event is issued, so the sleep is sized to
+cover them too (``host_ns``).
 """
 
 from __future__ import annotations
@@ -38,6 +53,8 @@ _seconds = time.perf_counter  # captured at import, before any submission is
 MIN_SLEEP_NS = 20_000
 MAX_SLEEP_NS = 1_000_000
 FLUSH_MIN_BYTES = 64 << 20
+SIDE_WORK_MIN_NS = 500.0  # a side stream's join this long after its mark: it ran work in the call
+POOL_PROBE_MISSES = 40  # a pool hands out its streams round-robin: this many repeats in a row means all seen
 
 
 def _nothing() -> None:
@@ -49,7 +66,7 @@ class Reading:
     output: Any
     event_ns: float  # GPU time between the events (host time on the CPU)
     wall_ns: float  # host time from before the sleep to after the device synchronize
-    host_ns: float  # host time spent inside custom_kernel
+    host_ns: float  # host time from the sleep's launch to the end event's (the sleep must cover it)
 
 
 class CpuTimer:
@@ -100,6 +117,10 @@ class CudaTimer:
         self._flush_buffer: torch.Tensor | None = None  # built on first use: test mode needs none
         self._cycles_per_ns = 0.0
         self.sleep_ns = float(MIN_SLEEP_NS)
+        self._wait: Callable[[Any, Any], None] = event_type.wait
+        self._side = _pool_streams(device_index)
+        self._marks = [event_type(enable_timing=True) for _ in self._side]
+        self._joins = [event_type(enable_timing=True) for _ in self._side]
 
     def _prepare(self) -> torch.Tensor:
         props = torch.cuda.get_device_properties(self._device_index)
@@ -150,14 +171,39 @@ class CudaTimer:
         t0 = self._now()
         self._sleep(int(self.sleep_ns * self._cycles_per_ns))
         self._record(self._start, self._stream)
-        t1 = self._now()
+        for side, mark in zip(self._side, self._marks, strict=True):
+            self._wait(self._start, side)
+            self._record(mark, side)
         output = function(data)
+        for side, joined in zip(self._side, self._joins, strict=True):
+            self._record(joined, side)
         t2 = self._now()
         self._record(self._end, self._stream)
         self._synchronize()
         t3 = self._now()
         event_ns = self._elapsed_ms(self._start, self._end) * 1e6
-        return Reading(output, event_ns, float(t3 - t0), float(t2 - t1))
+        for mark, joined in zip(self._marks, self._joins, strict=True):
+            if self._elapsed_ms(mark, joined) * 1e6 > SIDE_WORK_MIN_NS:
+                event_ns = max(event_ns, self._elapsed_ms(self._start, joined) * 1e6)
+        return Reading(output, event_ns, float(t3 - t0), float(t2 - t0))
+
+
+def _pool_streams(device_index: int) -> list[torch.cuda.Stream]:
+    """Every stream of torch's pools on this device (each priority's pool, round-robin).
+
+    Asked for before the submission is imported; a stream handle never changes afterwards."""
+    low, high = torch.cuda.Stream(device=device_index).priority_range()  # type: ignore[no-untyped-call]
+    found: dict[int, torch.cuda.Stream] = {}
+    for priority in range(int(low), int(high) - 1, -1):
+        misses = 0
+        while misses < POOL_PROBE_MISSES:
+            stream = torch.cuda.Stream(device=device_index, priority=priority)  # type: ignore[no-untyped-call]
+            if stream.cuda_stream in found:
+                misses += 1
+            else:
+                found[stream.cuda_stream] = stream
+                misses = 0
+    return list(found.values())
 
 
 Timer = CpuTimer | CudaTimer

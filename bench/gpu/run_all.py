@@ -497,7 +497,8 @@ def section_hostile(report: Report, state: dict[str, Any]) -> None:
                 },
             )
     honest = medians.get("honest_add.py")
-    for file_name, tolerance, note in [("hidden_stream.py", 0.25, "work continued"), ("cuda_timer_patch.py", 0.10, "")]:
+    # The side stream is fenced and joined by the timer (harness/timing.py): timed like honest code.
+    for file_name, tolerance, note in [("hidden_stream.py", 0.10, ""), ("cuda_timer_patch.py", 0.10, "")]:
         cheat = medians.get(file_name)
         if honest is None or cheat is None:
             continue
@@ -526,6 +527,7 @@ def section_pytest(report: Report, state: dict[str, Any]) -> None:
     files = [f"tests/harness/test_harness_{n}.py" for n in ("verdicts", "hostile", "modes", "standby")]
     files.append("tests/harness/test_sandbox.py")
     files.append("tests/compat/test_compat_harness.py")  # GPU MODE's classes; torch.compile, CUDA graphs
+    files.append("tests/compat/test_side_streams.py")  # work on side streams, joined or not
     completed = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--confcutdir=tests/harness", *files],
         cwd=REPO,

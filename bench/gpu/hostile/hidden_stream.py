@@ -1,5 +1,5 @@
 # The same work as honest_add.py, launched on a side stream that is never joined: the harness
-# must count it (wall clock), not report only the empty default stream.
+# must count it (the timer fences and joins every pool stream), not report only the empty default stream.
 import torch
 from task import input_t, output_t
 

@@ -1,0 +1,54 @@
+"""Work on side streams is timed with the call that queued it, at every size (issue #14).
+
+torch's side streams do not wait for the default stream: a submission could queue its work on
+one, return at once, and let the work run while the timer's sleep hides the host's launches,
+so that only an empty default stream was timed (a 640 ns median against an honest 4.3 µs).
+Each pattern here runs in ``benchmark`` mode, one job at a time (timings side by side must not
+share the GPU), on the ``side_streams`` leaderboard (three sizes, ~3 µs to ~50 µs of work).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.spec import Mode, Result, Status
+from tests.compat.support import compat_spec, submission
+from tests.harness.conftest import DEVICE, HarnessRun, run_many
+
+pytestmark = pytest.mark.skipif(DEVICE != "cuda", reason="side streams are a GPU pattern")
+
+CHEATS = (
+    "side_stream_unjoined",
+    "side_stream_new_each_call",
+    "side_stream_every_other",
+    "side_stream_record_stream",
+)
+HONEST = ("add_once", "two_streams_joined")
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, HarnessRun]:
+    specs = {name: compat_spec("side_streams", submission(name), Mode.BENCHMARK) for name in (*HONEST, *CHEATS)}
+    batch: dict[str, HarnessRun] = run_many(specs, workers=1)
+    return batch
+
+
+def _medians(run: HarnessRun) -> list[float]:
+    result: Result = run.outcome()
+    assert result.status is Status.PASSED, result.verdict
+    return [case.median_ns or 0.0 for case in result.benchmarks]
+
+
+@pytest.mark.parametrize("name", CHEATS)
+def test_work_left_on_a_side_stream_is_timed_with_the_call(runs: dict[str, HarnessRun], name: str) -> None:
+    honest = _medians(runs["add_once"])
+    cheat = _medians(runs[name])
+    ratios = [c / h for c, h in zip(cheat, honest, strict=True)]
+    assert all(ratio >= 0.85 for ratio in ratios), f"{name} / add_once per case: {ratios}"
+
+
+def test_an_honest_submission_that_joins_two_streams_is_timed_like_one_stream(runs: dict[str, HarnessRun]) -> None:
+    honest = _medians(runs["add_once"])
+    joined = _medians(runs["two_streams_joined"])
+    ratios = [j / h for j, h in zip(joined, honest, strict=True)]
+    assert all(0.6 <= ratio <= 1.8 for ratio in ratios), f"two_streams_joined / add_once per case: {ratios}"
