@@ -152,6 +152,7 @@ class JobRows:
             if result is None or run is None:
                 return None
             run.passed, run.score = result.passed, result.score_s
+            run.score_low, run.score_high = result.score_low_s, result.score_high_s
             run.result_json = result.to_json()
             run.system_json = json.dumps(asdict(result.system))
             session.add(run)

@@ -159,6 +159,8 @@ class Run(SQLModel, table=True):
     mode: str = Field(max_length=16)
     passed: bool
     score: float | None = None  # seconds, lower is better
+    score_low: float | None = None  # the score's noise range (harness.scoring.noise_range)
+    score_high: float | None = None
     result_json: str = Field(sa_column=Column(Text, nullable=False))
     system_json: str = Field(default="{}", sa_column=Column(Text, nullable=False))
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
@@ -180,6 +182,8 @@ class BestScore(SQLModel, table=True):
     run_id: int = Field(foreign_key="run.id", ondelete="CASCADE", index=True)
     submission_id: int = Field(foreign_key="submission.id", ondelete="CASCADE", index=True)
     score: float
+    score_low: float | None = None  # the run's noise range: entries whose ranges meet are tied
+    score_high: float | None = None
     submitted_at: datetime = Field(sa_type=UTCDateTime)
 
 

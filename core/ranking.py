@@ -30,12 +30,14 @@ _LOCK_SPACE = 0x6B63  # "kc"
 
 @dataclass(frozen=True)
 class Standing:
-    rank: int
+    rank: int  # the place in the order; ``tie_labels`` says which places are ties within noise
     user_id: int
     user_name: str
     score: float
     submission_id: int
     submitted_at: datetime
+    score_low: float | None = None  # the score's noise range, when the run measured one
+    score_high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,8 @@ def standings(
             col(BestScore.score),
             col(BestScore.submission_id),
             col(BestScore.submitted_at),
+            col(BestScore.score_low),
+            col(BestScore.score_high),
         )
         .where(_on_board(leaderboard_id, gpu), _not_banned())
         .order_by(*order)
@@ -99,16 +103,48 @@ def standings(
             page.c.score,
             page.c.submission_id,
             page.c.submitted_at,
+            page.c.score_low,
+            page.c.score_high,
         )
         .join(User, col(User.id) == page.c.user_id)
         .order_by(page.c.score, page.c.submitted_at, page.c.user_id)
     )
     return [
-        Standing(offset + place, user_id, name, score, submission_id, submitted_at)
-        for place, (user_id, name, score, submission_id, submitted_at) in enumerate(
+        Standing(offset + place, user_id, name, score, submission_id, submitted_at, low, high)
+        for place, (user_id, name, score, submission_id, submitted_at, low, high) in enumerate(
             session.execute(query), start=1
         )
     ]
+
+
+def competition_ranks(ranges: Sequence[tuple[float, float] | None], first: int = 1) -> list[tuple[int, bool]]:
+    """(rank, tied) for entries in ranking order, given each one's noise range (None: unknown).
+
+    Competition ranks (1, 1, 3): an entry whose range reaches its group leader's shares the
+    leader's rank, and both are marked tied. Comparing with the leader, not the neighbour, keeps
+    a chain of small steps from tying first and last. An entry without a range ties no one.
+    """
+    out: list[tuple[int, bool]] = []
+    leader: int | None = None  # index into out of the current group's leader
+    for position, span in enumerate(ranges):
+        lead = ranges[leader] if leader is not None else None
+        if leader is not None and span is not None and lead is not None and span[0] <= lead[1]:
+            out.append((out[leader][0], True))
+            out[leader] = (out[leader][0], True)
+        else:
+            out.append((first + position, False))
+            leader = position
+    return out
+
+
+def tie_labels(entries: Sequence[Standing]) -> list[str]:
+    """Each entry's rank as shown: ``"2="`` where it is a tie within noise with its neighbours."""
+    ranges = [
+        (e.score_low, e.score_high) if e.score_low is not None and e.score_high is not None else None
+        for e in entries
+    ]
+    first = entries[0].rank if entries else 1
+    return [f"{rank}=" if tied else str(rank) for rank, tied in competition_ranks(ranges, first)]
 
 
 def rank_of(session: Session, leaderboard_id: int, gpu: str, user_id: int) -> int | None:
@@ -193,6 +229,8 @@ def record_run(session: Session, run: Run) -> RankChange | None:
         "run_id": run.id,
         "submission_id": run.submission_id,
         "score": run.score,
+        "score_low": run.score_low,
+        "score_high": run.score_high,
         "submitted_at": submitted_at,
     }
     if not _upsert_if_better(session, values):
@@ -228,7 +266,8 @@ def _upsert_if_better(session: Session, values: dict[str, Any]) -> bool:
 
 def _replacement(excluded: Any) -> dict[str, Any]:
     return {
-        name: excluded[name] for name in ("run_id", "submission_id", "score", "submitted_at")
+        name: excluded[name]
+        for name in ("run_id", "submission_id", "score", "score_low", "score_high", "submitted_at")
     }
 
 
@@ -262,6 +301,8 @@ def rebuild_best(session: Session, leaderboard_id: int) -> int:
             col(Run.id).label("run_id"),
             col(Run.submission_id).label("submission_id"),
             col(Run.score).label("score"),
+            col(Run.score_low).label("score_low"),
+            col(Run.score_high).label("score_high"),
             col(Submission.created_at).label("submitted_at"),
             place,
         )
@@ -274,7 +315,7 @@ def rebuild_best(session: Session, leaderboard_id: int) -> int:
         )
         .subquery()
     )
-    columns = [*_KEY, "run_id", "submission_id", "score", "submitted_at"]
+    columns = [*_KEY, "run_id", "submission_id", "score", "score_low", "score_high", "submitted_at"]
     best = select(*(candidates.c[name] for name in columns)).where(candidates.c.place == 1)
     session.execute(insert(_BEST).from_select(columns, best))
     counted = session.exec(

@@ -42,7 +42,7 @@ from core.models import (
     User,
 )
 from core.notices import FinalRow
-from core.ranking import standings
+from core.ranking import competition_ranks, standings
 from harness.scoring import combine
 from harness.spec import Mode, Result, SpecError
 
@@ -238,12 +238,8 @@ def rank_entries(entries: Sequence[Entry]) -> list[Entry]:
     and both are marked tied. Comparing with the leader, not the neighbour, keeps a chain of
     small steps from tying first and last. Failed entries follow, unranked."""
     passing = sorted((e for e in entries if e.measure is not None), key=lambda e: (_score(e), e.rerun.rank_before))
-    leader: Entry | None = None
-    for position, entry in enumerate(passing, start=1):
-        assert entry.measure is not None
-        if leader is not None and leader.measure is not None and entry.measure.low <= leader.measure.high:
-            entry.rank, entry.tied, leader.tied = leader.rank, True, True
-        else:
-            entry.rank, leader = position, entry
+    ranges = [(e.measure.low, e.measure.high) if e.measure is not None else None for e in passing]
+    for entry, (rank, tied) in zip(passing, competition_ranks(ranges), strict=True):
+        entry.rank, entry.tied = rank, tied
     failed = sorted((e for e in entries if e.measure is None), key=lambda e: e.rerun.rank_before)
     return [*passing, *failed]

@@ -369,6 +369,7 @@ def _run_benchmarks(
         result.score_s = scoring.combine(spec.task.ranking_by, medians)
     except ValueError as exc:
         raise RunEnded(Status.ERROR, f"cannot score this leaderboard: {exc}") from None
+    result.score_low_s, result.score_high_s = scoring.noise_range(spec.task.ranking_by, result.benchmarks)
     result.status = Status.PASSED
     what = "ranked score" if ranked else "score"
     result.verdict = (

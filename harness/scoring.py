@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from harness.spec import CaseResult
+
 RANKINGS = ("last", "mean", "geom")
 
 
@@ -30,3 +32,19 @@ def combine(ranking_by: str, medians_s: Sequence[float]) -> float:
     if ranking_by == "geom":
         return math.exp(math.fsum(math.log(m) for m in medians_s) / len(medians_s))
     raise ValueError(f"unknown ranking_by {ranking_by!r}; expected one of {', '.join(RANKINGS)}")
+
+
+
+def noise_range(ranking_by: str, cases: Sequence[CaseResult]) -> tuple[float | None, float | None]:
+    """The score (seconds) computed from every benchmark's interval low, and from every high.
+
+    Each case carries the 95% interval of its median; a re-run's score is expected in this
+    range, so two entries whose ranges meet are a tie within noise, not a difference.
+    ``(None, None)`` when a case has no interval.
+    """
+    bounds = [(case.ci_low_ns, case.ci_high_ns) for case in cases]
+    if not bounds or any(v is None or not math.isfinite(v) or v <= 0 for pair in bounds for v in pair):
+        return None, None
+    lows = [float(low or 0.0) * 1e-9 for low, _ in bounds]
+    highs = [float(high or 0.0) * 1e-9 for _, high in bounds]
+    return combine(ranking_by, lows), combine(ranking_by, highs)

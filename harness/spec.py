@@ -160,6 +160,9 @@ class Result:
     tests: list[CaseResult] = field(default_factory=list)
     benchmarks: list[CaseResult] = field(default_factory=list)
     score_s: float | None = None  # ranked/benchmark score in seconds, lower is better
+    # The score from every case's interval low / high (scoring.noise_range): its noise range.
+    score_low_s: float | None = None
+    score_high_s: float | None = None
     system: SystemInfo = field(default_factory=SystemInfo)
     stdout: str = ""  # the submission's output, capped
     stderr: str = ""

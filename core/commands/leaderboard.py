@@ -26,7 +26,7 @@ from core.leaderboards import (
 from core.messages import Block, File, Reply, Request, Table, Text
 from core.models import Code, Job, Leaderboard, Role, Run, Submission
 from core.permissions import allows
-from core.ranking import entry_counts, standings
+from core.ranking import Standing, entry_counts, standings, tie_labels
 from core.report import format_seconds, submission_reply
 from core.tasks import read_task_folder
 from core.users import user_for
@@ -109,13 +109,24 @@ def show_command(app: Kernelcup, request: Request) -> Reply:
             if not entries:
                 blocks.append(Text(f"{gpu}: no ranked entries yet.", style="hint"))
                 continue
+            labels = tie_labels(entries)
             rows = tuple(
-                (str(e.rank), e.user_name, format_seconds(e.score), f"#{e.submission_id}",
+                (label, e.user_name, format_seconds(e.score), noise_of(e), f"#{e.submission_id}",
                  f"{as_utc(e.submitted_at):%Y-%m-%d %H:%M}")
-                for e in entries
+                for label, e in zip(labels, entries, strict=True)
             )
-            blocks.append(Table(("rank", "user", "score", "submission", "submitted (UTC)"), rows, title=gpu))
+            header = ("rank", "user", "score", "noise", "submission", "submitted (UTC)")
+            blocks.append(Table(header, rows, title=gpu))
+            if any(label.endswith("=") for label in labels):
+                blocks.append(Text("n= : tied within noise (their scores' noise ranges meet).", style="hint"))
     return Reply(blocks)
+
+
+def noise_of(entry: Standing) -> str:
+    """The half-width of the entry's noise range, as a share of its score (e.g. "±0.4%")."""
+    if entry.score_low is None or entry.score_high is None or entry.score <= 0:
+        return "–"
+    return f"±{50 * (entry.score_high - entry.score_low) / entry.score:.1f}%"
 
 
 @command("task", "a leaderboard's description and task files", LEADERBOARD)

@@ -10,11 +10,12 @@ from sqlmodel import Session, select
 
 from core.app import Kernelcup
 from core.commands.registry import commands, parse_line
-from core.messages import File, Table
+from core.messages import File, Table, Text
 from core.models import Leaderboard
 from tests.core.conftest import ALICE, BOB, ROOT, InstantRunner, finish, request, solution
 
 CAROL = BOB.__class__("slack:T1/U3", "carol")
+DAVE = BOB.__class__("slack:T1/U4", "dave")
 
 
 async def test_first_start_syncs_every_shipped_leaderboard(app: Kernelcup) -> None:
@@ -37,6 +38,21 @@ async def test_ranked_runs_rank_the_best_score_per_user(app: Kernelcup, runner: 
     show = await app.handle(request("show", leaderboard="vectoradd"))
     table = next(b for b in show.blocks if isinstance(b, Table))
     assert [(row[0], row[1], row[2]) for row in table.rows] == [("1", "bob", "1 ms"), ("2", "carol", "2 ms")]
+
+
+async def test_entries_whose_noise_ranges_meet_share_a_rank(app: Kernelcup, runner: InstantRunner) -> None:
+    runner.noise = 0.01
+    for actor, score in ((BOB, 1.000e-3), (CAROL, 1.015e-3), (DAVE, 1.2e-3)):
+        runner.score_s = score
+        reply = await app.handle(request("submit", actor, files={"k.py": solution("vectoradd")}, mode="ranked"))
+        assert reply.submission_id is not None
+        await finish(app, reply.submission_id)
+    show = await app.handle(request("show", leaderboard="vectoradd"))
+    table = next(b for b in show.blocks if isinstance(b, Table))
+    assert [(row[0], row[1], row[3]) for row in table.rows] == [
+        ("1=", "bob", "±1.0%"), ("1=", "carol", "±1.0%"), ("3", "dave", "±1.0%")
+    ]
+    assert any(isinstance(b, Text) and "tied within noise" in b.text for b in show.blocks)
 
 
 async def test_the_secret_seed_goes_only_to_ranked_jobs(app: Kernelcup, runner: InstantRunner) -> None:

@@ -76,6 +76,12 @@ def test_ranked_results_carry_a_score(runs: dict[str, HarnessRun]) -> None:
     assert result.verdict.startswith("all 3 tests passed; ranked score")
 
 
+def test_a_ranked_score_carries_its_noise_range_around_it(runs: dict[str, HarnessRun]) -> None:
+    result = runs["ranked_a"].outcome()
+    assert result.score_s is not None and result.score_low_s is not None and result.score_high_s is not None
+    assert result.score_low_s <= result.score_s <= result.score_high_s
+
+
 def test_a_crash_in_a_benchmark_names_it(runs: dict[str, HarnessRun]) -> None:
     result = runs["crash"].outcome()
     assert result.status is Status.CRASHED

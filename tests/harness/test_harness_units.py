@@ -17,7 +17,7 @@ from harness.channel import Channel, ChannelClosed, ChannelTimeout, ProtocolErro
 from harness.fingerprint import fingerprint, same
 from harness.problem import PoisonUninitialized, normalize_check
 from harness.seeds import SEED_LIMIT, SeedPlan
-from harness.spec import Result, SystemInfo
+from harness.spec import CaseResult, Result, SystemInfo
 
 # --- scoring -------------------------------------------------------------------------------
 
@@ -390,3 +390,16 @@ def test_the_clock_is_watched_while_benchmarks_run_and_its_limits_are_reported()
     with sysinfo.watching(None, quiet.system):  # the CPU: nothing to watch
         pass
     assert quiet.system.sm_clock_mhz_min is None and clock_note(quiet) == ""
+
+
+def test_a_scores_noise_range_combines_the_cases_intervals_as_the_score_does() -> None:
+    cases = [
+        CaseResult({"size": 1}, True, median_ns=100.0, ci_low_ns=90.0, ci_high_ns=110.0),
+        CaseResult({"size": 2}, True, median_ns=400.0, ci_low_ns=360.0, ci_high_ns=440.0),
+    ]
+    low, high = scoring.noise_range("geom", cases)
+    assert low == pytest.approx(180e-9) and high == pytest.approx(220e-9)
+    last_low, last_high = scoring.noise_range("last", cases)
+    assert last_low == pytest.approx(360e-9) and last_high == pytest.approx(440e-9)
+    cases[0].ci_low_ns = None
+    assert scoring.noise_range("geom", cases) == (None, None)

@@ -78,6 +78,7 @@ class Scenario:
         score: float | None,
         gpu: str = "H100",
         passed: bool = True,
+        noise: tuple[float, float] | None = None,
     ) -> RankChange | None:
         """The job pipeline's last step: the job's run, folded into the ranking, one commit."""
         with session_scope(self.engine) as session:
@@ -96,6 +97,8 @@ class Scenario:
                 mode=submission.mode,
                 passed=passed,
                 score=score,
+                score_low=noise[0] if noise else None,
+                score_high=noise[1] if noise else None,
                 result_json="{}",
             )
             session.add(run)
@@ -110,8 +113,9 @@ class Scenario:
         passed: bool = True,
         mode: str = "ranked",
         at: datetime | None = None,
+        noise: tuple[float, float] | None = None,
     ) -> RankChange | None:
-        return self.finish(self.submit(board, user, mode, at), score, gpu, passed)
+        return self.finish(self.submit(board, user, mode, at), score, gpu, passed, noise)
 
     def entries(self, board: int) -> list[Entry]:
         with session_scope(self.engine) as session:

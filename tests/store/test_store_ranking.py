@@ -10,7 +10,7 @@ from sqlmodel import Session, select
 
 from core.db import session_scope
 from core.models import BestScore, User
-from core.ranking import RankChange, entry_counts, rank_of, rebuild_best, standings
+from core.ranking import RankChange, competition_ranks, entry_counts, rank_of, rebuild_best, standings
 
 from .scenario import Scenario
 
@@ -179,3 +179,24 @@ def test_rebuild_leaves_other_leaderboards_alone(scenario: Scenario) -> None:
         rebuild_best(session, one)
     assert len(scenario.entries(one)) == 1
     assert scenario.entries(two) == []
+
+
+def test_ties_within_noise_follow_the_group_leader_not_the_neighbour() -> None:
+    # b reaches a's range (tied with a); c reaches b's but not a's: c starts a new group.
+    ranges = [(0.99, 1.01), (1.00, 1.02), (1.015, 1.03), None]
+    assert competition_ranks(ranges) == [(1, True), (1, True), (3, False), (4, False)]
+    assert competition_ranks(ranges, first=21)[2] == (23, False)
+
+
+def test_an_entry_keeps_its_runs_noise_range_and_a_rebuild_agrees(scenario: Scenario) -> None:
+    board, alice = scenario.leaderboard(), scenario.user("alice")
+    scenario.ranked(board, alice, 2.0, noise=(1.9, 2.1))
+    scenario.ranked(board, alice, 1.0, noise=(0.95, 1.05))
+    with Session(scenario.engine) as session:
+        [entry] = standings(session, board, "H100")
+    assert (entry.score, entry.score_low, entry.score_high) == (1.0, 0.95, 1.05)
+    with session_scope(scenario.engine) as session:
+        rebuild_best(session, board)
+    with Session(scenario.engine) as session:
+        [rebuilt] = standings(session, board, "H100")
+    assert rebuilt == entry
