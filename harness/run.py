@@ -278,6 +278,14 @@ def _generate(problem: Any, kwargs: dict[str, Any], device: str, label: str) -> 
     try:
         return problem.generate(kwargs, device)
     except Exception as exc:
+        if device == "cpu" and "cuda" in str(exc).lower():
+            # GPU MODE's references often make their inputs on "cuda" whatever device they get.
+            first = str(exc).split(". ")[0].strip().rstrip(".")
+            raise RunEnded(
+                Status.ERROR,
+                f"this leaderboard's generate_input needs a CUDA GPU and this run is on the CPU "
+                f"({type(exc).__name__}: {first}); submit it to one of the leaderboard's GPUs",
+            ) from None
         raise RunEnded(
             Status.ERROR,
             f"the leaderboard's generate_input failed in {label}: {type(exc).__name__}: {exc}",

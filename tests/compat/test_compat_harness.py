@@ -30,6 +30,7 @@ def _specs() -> dict[str, JobSpec]:
         "leaves_work": compat_spec("host_time", submission("leaves_work_behind"), Mode.BENCHMARK),
         "missing_package": compat_spec("host_time", submission("imports_a_missing_package")),
         "needs_package": compat_spec("needs_package", NO_KERNEL),
+        "cuda_only": compat_spec("cuda_only", submission("add_once")),
         "global_rng_ranked": compat_spec("global_rng", submission("scale"), Mode.RANKED, secret_seed=SECRET),
         "own": compat_spec("own_evaluator", submission("scale_rows")),
         "own_wrong": compat_spec("own_evaluator", submission("scale_rows_wrong")),
@@ -182,3 +183,19 @@ def test_every_compat_run_ends_with_one_signed_result(runs: dict[str, HarnessRun
     for name, run in runs.items():
         assert run.result is not None, f"{name}: {run.stderr[-2000:]}"
         assert not run.rejected, name
+
+
+# --- a reference that makes its inputs on "cuda" ---------------------------------------------
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="on a GPU the reference runs")
+def test_a_reference_that_needs_cuda_says_so_in_one_line_on_the_cpu(runs: dict[str, HarnessRun]) -> None:
+    result = runs["cuda_only"].outcome()
+    assert result.status is Status.ERROR
+    assert result.verdict.startswith("this leaderboard's generate_input needs a CUDA GPU and this run is on the CPU (")
+    assert "\n" not in result.verdict and len(result.verdict) < 300
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="needs a GPU")
+def test_a_reference_that_makes_its_inputs_on_cuda_runs_on_a_gpu(runs: dict[str, HarnessRun]) -> None:
+    _passed(runs["cuda_only"])
