@@ -18,7 +18,14 @@ On a machine with CUDA (and ncu for the fidelity section), from the repository r
 - hostile    GPU-only attacks: CUDA illegal address, out of memory, work hidden on a side
              stream, monkey-patched CUDA timers.
 - pytest     the CPU test suite's verdict, hostile and mode tests rerun on the GPU
-             (``KERNELCUP_TEST_DEVICE=cuda``), when pytest is installed.
+             (``KERNELCUP_TEST_DEVICE=cuda``), when pytest is installed, with the compatibility
+             suites (tests/compat: GPU MODE's classes, side streams). Those build job specs with
+             the core's code, whose packages the GPU image lacks: make them here with
+             ``bench/gpu/wheels.sh``, carry ``.whl`` and install them there first (its header).
+
+``--repeat-set`` adds the leaderboards of ``bench/gpu/repeat`` (issue #14's patterns) to the
+solutions and ranked sections; the repeatability table then also says whether every case of
+the pair agreed within max(1%, 0.2 µs).
 
 Sections run in that order and are skipped, with a note, once ``--budget-s`` is spent. Results
 go under ``$OUT`` (default ``./gpu-out``): ``gpu_report.md`` (the tables, also printed at the
