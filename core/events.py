@@ -121,6 +121,9 @@ class EventBus:
         """Submissions someone listens to: only their queue positions are worth refreshing."""
         return set(self._subscribers)
 
+    def listeners(self, submission_id: int) -> int:
+        return len(self._subscribers.get(submission_id, ()))
+
     def _remove(self, subscription: Subscription) -> None:
         listeners = self._subscribers.get(subscription.submission_id)
         if listeners is None:
