@@ -128,12 +128,14 @@ class Submission(SQLModel, table=True):
 class Job(SQLModel, table=True):
     """One per requested GPU of a submission."""
 
-    __table_args__ = (Index("ix_job_status_runner", "status", "runner", "id"),)
+    # The order runners take queued jobs in (core.fairness): by turn, then by id.
+    __table_args__ = (Index("ix_job_queue_order", "status", "runner", "turn", "id"),)
     id: int | None = Field(default=None, primary_key=True)
     submission_id: int = Field(foreign_key="submission.id", index=True, ondelete="CASCADE")
     gpu: str = Field(max_length=50)
     runner: str = Field(max_length=50)
     status: str = Field(default=JobStatus.QUEUED, max_length=16)
+    turn: int = Field(default=0, sa_column_kwargs={"server_default": "0"})  # its user's turn in the queue
     attempts: int = Field(default=0)
     worker: str | None = Field(default=None, max_length=100)  # which process holds it
     runner_ref: str | None = Field(default=None, max_length=200)  # e.g. a remote call id
