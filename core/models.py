@@ -257,3 +257,17 @@ class ApiToken(SQLModel, table=True):
     label: str = Field(default="", max_length=200)  # who asked, e.g. "discord:1234 via token"
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     revoked_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
+class WebSession(SQLModel, table=True):
+    """A browser signed in on the pages. Its cookie holds a random session id, never the API
+    token; the database keeps only the id's sha256. Signing out ends it, and so does revoking
+    the token it was opened with."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_sha256: str = Field(unique=True, index=True, max_length=64)
+    token_id: int = Field(foreign_key="apitoken.id", index=True, ondelete="CASCADE")
+    user_id: int = Field(foreign_key="user.id", ondelete="CASCADE")
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    expires_at: datetime = Field(sa_type=UTCDateTime)
+    ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
