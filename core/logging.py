@@ -81,9 +81,11 @@ def throttle_accept_errors(loop: asyncio.AbstractEventLoop, every_s: float = 10.
     """asyncio reports each failed accept (out of descriptors, EMFILE) with a full traceback; a
     flood of connections then writes hundreds of MB of log. Report them as one structured line
     per ``every_s`` with a count; every other loop error goes to the handler there was."""
+    previous = loop.get_exception_handler()
+    if getattr(previous, "throttles_accepts", False):
+        return  # installed already (serve does it for every adapter, the web adapter for itself)
     log = structlog.get_logger("kernelcup.server")
     throttle = Throttle(every_s)
-    previous = loop.get_exception_handler()
 
     def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         message = str(context.get("message", ""))
@@ -100,4 +102,5 @@ def throttle_accept_errors(loop: asyncio.AbstractEventLoop, every_s: float = 10.
         else:
             loop.default_exception_handler(context)
 
+    handle.throttles_accepts = True  # type: ignore[attr-defined]
     loop.set_exception_handler(handle)
