@@ -92,7 +92,7 @@ class GuardedProtocol(H11Protocol):
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if not self.transport.is_closing():
+        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
             self.guard.waiting[self] = None  # idle until its next request: may be pushed out
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -80,7 +80,7 @@ def submit(
     user: str = "console:alice",
 ) -> list[int]:
     """Queue ``count`` submissions of ``user`` (one job per GPU each, each with its turn in the
-    queue as ``create_submission`` gives it); their job ids, oldest first."""
+    queue as ``core.submissions.submit`` gives it); their job ids, oldest first."""
     with session_scope(engine) as session:
         board = session.exec(select(Leaderboard)).first()
         person = session.exec(select(User).where(User.identity == user)).first()
