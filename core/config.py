@@ -33,6 +33,7 @@ class Limits:
     max_attempts: int = 2
     runner_grace_s: float = 60.0
     default_timeout_s: float = 180.0
+    submissions_per_hour: int = 30  # per user, every leaderboard and mode; admins exempt; 0: none
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from types import TracebackType
 
-from sqlalchemy import func
+from sqlalchemy import and_, func, or_
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
@@ -121,6 +121,9 @@ class EventBus:
         """Submissions someone listens to: only their queue positions are worth refreshing."""
         return set(self._subscribers)
 
+    def listeners(self, submission_id: int) -> int:
+        return len(self._subscribers.get(submission_id, ()))
+
     def _remove(self, subscription: Subscription) -> None:
         listeners = self._subscribers.get(subscription.submission_id)
         if listeners is None:
@@ -131,13 +134,15 @@ class EventBus:
 
 
 def queue_position(session: Session, job: Job) -> int | None:
-    """1 + the queued jobs ahead of this one on its runner (runners take jobs in id order)."""
+    """1 + the queued jobs ahead of this one on its runner, in the order runners take them: by
+    turn, then id (core.fairness). Another user's new job can take a turn ahead of a long queue."""
     if job.status != JobStatus.QUEUED:
         return None
     ahead = session.exec(
         select(func.count())
         .select_from(Job)
-        .where(Job.status == JobStatus.QUEUED, Job.runner == job.runner, col(Job.id) < job.id)
+        .where(Job.status == JobStatus.QUEUED, Job.runner == job.runner,
+               or_(col(Job.turn) < job.turn, and_(col(Job.turn) == job.turn, col(Job.id) < job.id)))
     ).one()
     return int(ahead) + 1
 

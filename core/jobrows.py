@@ -65,12 +65,13 @@ class JobRows:
         self.engine, self.settings, self.worker_id, self.clock = engine, settings, worker_id, clock
 
     def claim(self, runner: str, gpus: list[str]) -> Claim | None:
-        """Mark the lane's oldest queued job ours; safe with several processes on one database."""
+        """Mark the lane's next queued job ours (round-robin across users: by turn, then id, see
+        core.fairness); safe with several processes on one database."""
         now = self.clock()
         oldest = (
             select(Job.id)
             .where(Job.status == QUEUED, Job.runner == runner, col(Job.gpu).in_(gpus))
-            .order_by(col(Job.id))
+            .order_by(col(Job.turn), col(Job.id))
             .limit(1)
             .with_for_update(skip_locked=True)  # PostgreSQL; SQLite serialises writers anyway
             .scalar_subquery()

@@ -6,9 +6,12 @@ as context variables around a job, and ``merge_contextvars`` adds them to each l
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
-from typing import TextIO
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
 
 import structlog
 
@@ -31,3 +34,73 @@ def configure_logging(level: str = "INFO", fmt: str = "auto", stream: TextIO | N
         logger_factory=structlog.PrintLoggerFactory(file=stream),
         cache_logger_on_first_use=False,
     )
+
+
+class Throttle:
+    """At most one line per ``every_s`` for a kind of event that can come in floods (a failed
+    accept per connection attempt, a refused connection): the line that goes out counts the
+    ones held back, so a flood costs a few lines, not a traceback each."""
+
+    def __init__(self, every_s: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.every_s, self._clock = every_s, clock
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+
+    def allow(self, key: str) -> int | None:
+        """None to stay quiet; else how many of ``key`` were held back since the last line."""
+        now = self._clock()
+        last = self._last.get(key)
+        if last is not None and now - last < self.every_s:
+            self._held[key] = self._held.get(key, 0) + 1
+            return None
+        self._last[key] = now
+        return self._held.pop(key, 0)
+
+
+class ThrottledRecords(logging.Filter):
+    """A stdlib logging filter (uvicorn's own lines) that lets one record per message through
+    every ``every_s``, the count of held-back ones added to it."""
+
+    def __init__(self, every_s: float = 10.0) -> None:
+        super().__init__()
+        self.throttle = Throttle(every_s)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        held = self.throttle.allow(str(record.msg))
+        if held is None:
+            return False
+        if held:
+            record.msg = f"{record.msg} ({held} more like it held back)"
+        return True
+
+
+ACCEPT_ERRORS = "socket.accept() out of system resource"
+
+
+def throttle_accept_errors(loop: asyncio.AbstractEventLoop, every_s: float = 10.0) -> None:
+    """asyncio reports each failed accept (out of descriptors, EMFILE) with a full traceback; a
+    flood of connections then writes hundreds of MB of log. Report them as one structured line
+    per ``every_s`` with a count; every other loop error goes to the handler there was."""
+    previous = loop.get_exception_handler()
+    if getattr(previous, "throttles_accepts", False):
+        return  # installed already (serve does it for every adapter, the web adapter for itself)
+    log = structlog.get_logger("kernelcup.server")
+    throttle = Throttle(every_s)
+
+    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        message = str(context.get("message", ""))
+        exception = context.get("exception")
+        if message.startswith(ACCEPT_ERRORS) or "_accept_connection" in repr(context.get("handle")):
+            held = throttle.allow("accept")
+            if held is not None:
+                log.error("cannot accept connections", error=repr(exception), held_back=held,
+                          hint="too many open connections or files: raise the descriptor limit "
+                               "(ulimit -n) or lower web.max_connections")
+            return
+        if previous is not None:
+            previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    handle.throttles_accepts = True  # type: ignore[attr-defined]
+    loop.set_exception_handler(handle)

@@ -128,12 +128,14 @@ class Submission(SQLModel, table=True):
 class Job(SQLModel, table=True):
     """One per requested GPU of a submission."""
 
-    __table_args__ = (Index("ix_job_status_runner", "status", "runner", "id"),)
+    # The order runners take queued jobs in (core.fairness): by turn, then by id.
+    __table_args__ = (Index("ix_job_queue_order", "status", "runner", "turn", "id"),)
     id: int | None = Field(default=None, primary_key=True)
     submission_id: int = Field(foreign_key="submission.id", index=True, ondelete="CASCADE")
     gpu: str = Field(max_length=50)
     runner: str = Field(max_length=50)
     status: str = Field(default=JobStatus.QUEUED, max_length=16)
+    turn: int = Field(default=0, sa_column_kwargs={"server_default": "0"})  # its user's turn in the queue
     attempts: int = Field(default=0)
     worker: str | None = Field(default=None, max_length=100)  # which process holds it
     runner_ref: str | None = Field(default=None, max_length=200)  # e.g. a remote call id
@@ -259,3 +261,17 @@ class ApiToken(SQLModel, table=True):
     label: str = Field(default="", max_length=200)  # who asked, e.g. "discord:1234 via token"
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     revoked_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
+class WebSession(SQLModel, table=True):
+    """A browser signed in on the pages. Its cookie holds a random session id, never the API
+    token; the database keeps only the id's sha256. Signing out ends it, and so does revoking
+    the token it was opened with."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    session_sha256: str = Field(unique=True, index=True, max_length=64)
+    token_id: int = Field(foreign_key="apitoken.id", index=True, ondelete="CASCADE")
+    user_id: int = Field(foreign_key="user.id", ondelete="CASCADE")
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    expires_at: datetime = Field(sa_type=UTCDateTime)
+    ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime)

@@ -31,13 +31,20 @@ def set_limit(session: Session, board_id: int | None, mode: str, max_per_hour: i
     session.add(row)
 
 
-def check(session: Session, user_id: int, board_id: int, mode: str, now: datetime) -> None:
-    limits = session.exec(
+def check(session: Session, user_id: int, board_id: int, mode: str, now: datetime, *,
+          default_per_hour: int = 0) -> None:
+    """Refuse with the limit and when to try again. ``default_per_hour`` (the config's
+    ``limits.submissions_per_hour``) counts every leaderboard and mode unless an admin set such a
+    limit themselves (``rate-limit * * N``), which replaces it; 0 means none."""
+    limits = list(session.exec(
         select(RateLimit).where(
             or_(col(RateLimit.leaderboard_id) == board_id, col(RateLimit.leaderboard_id).is_(None)),
             col(RateLimit.mode).in_([mode, ANY_MODE]),
         )
-    ).all()
+    ).all())
+    overall = any(limit.leaderboard_id is None and limit.mode == ANY_MODE for limit in limits)
+    if default_per_hour > 0 and not overall:
+        limits.append(RateLimit(leaderboard_id=None, mode=ANY_MODE, max_per_hour=default_per_hour))
     since = now - _WINDOW
     for limit in limits:
         counted: list[ColumnElement[bool]] = [col(Submission.user_id) == user_id, col(Submission.created_at) >= since]

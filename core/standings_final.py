@@ -29,6 +29,7 @@ from sqlmodel import Session, col, select
 
 from core.config import Settings
 from core.db import session_scope
+from core.fairness import current_turn
 from core.leaderboards import leaderboard_gpus
 from core.models import (
     FINAL_MODE,
@@ -139,10 +140,11 @@ def _queue_reruns(
                                  entry_submission_id=entry.submission_id, submission_id=rerun.id,
                                  rank_before=entry.rank, score_before=entry.score))
             reruns.append(rerun.id)
+        runner = settings.gpus[gpu].runner
+        turn = current_turn(session, runner, gpu)  # every re-run on the same turn: ids keep the rounds
         for _ in range(rounds):
             for submission_id in reruns:
-                session.add(Job(submission_id=submission_id, gpu=gpu, runner=settings.gpus[gpu].runner,
-                                queued_at=now))
+                session.add(Job(submission_id=submission_id, gpu=gpu, runner=runner, queued_at=now, turn=turn))
                 session.flush()  # one at a time: ids in exactly this order
                 count += 1
     return count

@@ -15,6 +15,7 @@ from sqlmodel import Session
 from core.config import Settings
 from core.db import as_utc
 from core.errors import Forbidden, NotFound, Refused, TooLarge, UserError
+from core.fairness import assign_turns
 from core.leaderboards import get_leaderboard, leaderboard_gpus, task_of
 from core.messages import Actor
 from core.models import Code, Job, Leaderboard, Role, Submission
@@ -118,7 +119,9 @@ def submit(
         )
     chosen = _choose_gpus(session, board, gpus or list(directives.gpus), served_gpus)
     assert user.id is not None and board.id is not None
-    check_rate_limit(session, user.id, board.id, mode.value, now)
+    # The default limit (limits.submissions_per_hour) holds for everyone but admins.
+    default_limit = 0 if allows(role, Role.ADMIN) else settings.limits.submissions_per_hour
+    check_rate_limit(session, user.id, board.id, mode.value, now, default_per_hour=default_limit)
 
     sha = hashlib.sha256(file.content).hexdigest()
     if session.get(Code, sha) is None:
@@ -139,6 +142,7 @@ def submit(
         Job(submission_id=submission.id, gpu=gpu, runner=settings.gpus[gpu].runner, queued_at=now)
         for gpu in chosen
     ]
+    assign_turns(session, user.id, jobs)
     session.add_all(jobs)
     session.flush()
     return submission, jobs

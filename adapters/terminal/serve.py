@@ -13,6 +13,7 @@ from rich.console import Console
 from adapters.terminal.session import open_app
 from core.app import Kernelcup
 from core.errors import StoreUnavailable
+from core.logging import throttle_accept_errors
 from core.plugins import Adapter, load_adapters
 
 log = structlog.get_logger("kernelcup.serve")
@@ -41,6 +42,7 @@ async def _serve(app: Kernelcup, console: bool | None) -> int:
     await app.start()
     log.info("serving", adapters=[a.name for a in chosen], gpus=sorted(app.served_gpus()))
     loop = asyncio.get_running_loop()
+    throttle_accept_errors(loop)  # the web and Slack HTTP servers share this loop
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)

@@ -8,15 +8,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Generator, Mapping
 
 import structlog
 import uvicorn
+from fastapi import FastAPI
 
 from adapters.web.app import create_app
+from adapters.web.connections import (
+    ConnectionGuard,
+    ConnectionLimits,
+    connection_cap,
+    guarded_protocol,
+    raise_descriptor_limit,
+)
 from adapters.web.settings import WebSettings
 from core.app import Kernelcup
 from core.config import Settings, load_settings
+from core.logging import ThrottledRecords, throttle_accept_errors
 
 log = structlog.get_logger("kernelcup.web")
 GRACEFUL_SHUTDOWN_S = 5  # open event streams are closed after this on stop
@@ -29,6 +39,37 @@ class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
         yield
+
+
+def server_config(app: FastAPI, web: WebSettings, guard: ConnectionGuard) -> uvicorn.Config:
+    """uvicorn as kernelcup runs it: its own keep-alive, header size and concurrency settings,
+    and the guarded protocol for the deadlines and the connection cap it lacks."""
+    limits = guard.limits
+    return uvicorn.Config(app, host=web.host, port=web.port, log_config=None, access_log=False, lifespan="off",
+                          timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, http=guarded_protocol(guard),
+                          timeout_keep_alive=max(1, round(web.keep_alive_s)),
+                          h11_max_incomplete_event_size=web.max_header_bytes,
+                          # a second line: 503 once more requests than connections are in flight
+                          limit_concurrency=limits.max_connections + 1)
+
+
+def connection_guard(web: WebSettings) -> ConnectionGuard:
+    """The limits in force: the descriptor limit is raised first, then the cap kept below it."""
+    descriptors = raise_descriptor_limit()
+    cap = connection_cap(web.max_connections, descriptors)
+    if cap < web.max_connections:
+        log.warning("web: fewer connections than configured", max_connections=cap, configured=web.max_connections,
+                    descriptor_limit=descriptors, hint="raise the hard limit on open files (ulimit -Hn)")
+    return ConnectionGuard(ConnectionLimits(web.header_timeout_s, web.body_timeout_s, cap))
+
+
+def quiet_floods(loop: asyncio.AbstractEventLoop) -> None:
+    """A flood of connections must not become a flood of log: failed accepts and uvicorn's
+    per-connection warnings (invalid request, concurrency limit) are throttled."""
+    throttle_accept_errors(loop)
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, ThrottledRecords) for f in uvicorn_log.filters):
+        uvicorn_log.addFilter(ThrottledRecords())
 
 
 class WebAdapter:
@@ -44,13 +85,16 @@ class WebAdapter:
         self.web = WebSettings.load(settings)
         self.server: _Server | None = None
         self.port: int | None = None  # the port actually bound (config port 0 picks a free one)
+        self.guard: ConnectionGuard | None = None
+        self.http_app: FastAPI | None = None  # the ASGI app served (its state holds the event streams)
         self.ready = asyncio.Event()
         self._stopping = False
 
     async def run(self, app: Kernelcup) -> None:
-        config = uvicorn.Config(create_app(app, self.web), host=self.web.host, port=self.web.port, log_config=None,
-                                access_log=False, lifespan="off", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
-        self.server = _Server(config)
+        quiet_floods(asyncio.get_running_loop())
+        self.guard = connection_guard(self.web)
+        self.http_app = create_app(app, self.web)
+        self.server = _Server(server_config(self.http_app, self.web, self.guard))
         if self._stopping:
             return
         watcher = asyncio.create_task(self._announce_start())

@@ -33,6 +33,7 @@ from adapters.web.schemas import (
     UserOut,
 )
 from adapters.web.settings import WebSettings
+from adapters.web.streams import EventStreams, Stream
 from core.app import Kernelcup
 from core.db import session_scope
 from core.messages import Attachment, Request
@@ -62,6 +63,17 @@ async def visible_submission_id(submission_id: int, viewer: Annotated[Viewer, De
 
     await asyncio.to_thread(check)
     return submission_id
+
+
+async def event_stream(submission_id: Annotated[int, Depends(visible_submission_id)],
+                       request: HttpRequest) -> AsyncIterator[Stream]:
+    """A slot among the capped streams, held until the response ends; refused before it starts."""
+    streams: EventStreams = request.app.state.streams
+    stream = streams.open(submission_id, request.client.host if request.client else "unknown")
+    try:
+        yield stream
+    finally:
+        streams.close(stream)
 
 
 @router.get("/me", response_model=Me, tags=["users"])
@@ -143,11 +155,15 @@ async def read_submission(submission_id: int, viewer: AnyViewer, app: App, web: 
     return await asyncio.to_thread(submissions.submission_detail, app, web, viewer, submission_id)
 
 
-@router.get("/submissions/{submission_id}/events", response_class=EventSourceResponse, tags=["submissions"])
-async def follow(submission_id: Annotated[int, Depends(visible_submission_id)], viewer: AnyViewer, app: App,
+@router.get("/submissions/{submission_id}/events", response_class=EventSourceResponse, tags=["submissions"],
+            responses={429: {"model": ErrorOut, "description": "this client has its most streams open"},
+                       503: {"model": ErrorOut, "description": "the server has its most streams open"}})
+async def follow(submission_id: Annotated[int, Depends(visible_submission_id)],
+                 stream: Annotated[Stream, Depends(event_stream)], viewer: AnyViewer, app: App,
                  web: Web) -> AsyncIterator[ServerSentEvent]:
-    """Server-sent events: ``progress`` (a job event) until every job has finished, then ``done``."""
-    async for event in app.follow(submission_id):
+    """Server-sent events: ``progress`` (a job event) until every job has finished, then ``done``.
+    Streams are capped per client and in total (429 / 503 with ``Retry-After``)."""
+    async for event in stream.events():
         yield ServerSentEvent(event="progress", data=asdict(event))
     detail = await asyncio.to_thread(submissions.submission_detail, app, web, viewer, submission_id)
     yield ServerSentEvent(event="done", data={"submission_id": submission_id, "finished": detail.finished,

@@ -23,6 +23,7 @@ from adapters.web.commands import command_router
 from adapters.web.pages import make_templates, page_router
 from adapters.web.replies import error_response
 from adapters.web.settings import WebSettings
+from adapters.web.streams import EventStreams
 from core.app import Kernelcup
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -72,6 +73,7 @@ def create_app(kernelcup: Kernelcup, web: WebSettings | None = None) -> FastAPI:
                   servers=[{"url": web.public_url}] if web.public_url else None)
     app.state.kernelcup = kernelcup
     app.state.web = web
+    app.state.streams = EventStreams(kernelcup.follow, web.max_event_streams, web.max_event_streams_per_client)
     templates = make_templates()
     app.include_router(api.router)
     app.include_router(command_router())

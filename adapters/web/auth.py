@@ -1,14 +1,18 @@
-"""Who is asking: a personal API token (``Authorization: Bearer``), or the same token in a cookie
-for the pages. The actor is the token owner's identity, so the core applies its usual roles,
-bans and limits; the web adds no rule of its own.
+"""Who is asking: a personal API token (``Authorization: Bearer``), or, for the pages, a session
+opened by signing in with that token (core.web_sessions: the cookie holds a session id, never the
+token). The actor is the token owner's identity, so the core applies its usual roles, bans and
+limits; the web adds no rule of its own.
 
 The cookie is honoured only for reads (GET/HEAD): every write needs the header, so a page on
-another site cannot make a signed-in browser submit or run an admin command.
+another site cannot make a signed-in browser submit or run an admin command. The two forms that
+do use the cookie, sign in and sign out, carry a CSRF value (``csrf``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -22,8 +26,9 @@ from core.messages import Actor
 from core.models import Role
 from core.permissions import role_of
 from core.tokens import token_owner
+from core.web_sessions import session_user
 
-COOKIE = "kernelcup_token"
+COOKIE = "kernelcup_session"
 TOKEN_HINT = "Get a token with `/leaderboard token` in chat (or `kernelcup token`) and send it as " \
              "`Authorization: Bearer <token>`."
 SAFE_METHODS = ("GET", "HEAD")
@@ -49,6 +54,7 @@ class Viewer:
     identity: str | None
     name: str
     role: Role
+    csrf: str = ""  # for the sign-out form of a browser signed in with a session
 
     @property
     def signed_in(self) -> bool:
@@ -76,23 +82,42 @@ def _owner(engine: Engine, token: str) -> tuple[int, str, str] | None:
 
 async def viewer_of(request: HttpRequest, app: Kernelcup, *, cookie_ok: bool) -> Viewer:
     header = request.headers.get("authorization")
-    from_cookie = False
     if header is not None:
         scheme, _, token = header.strip().partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
             raise unauthenticated("The Authorization header must read `Bearer <token>`.")
     else:
-        token = request.cookies.get(COOKIE, "") if cookie_ok else ""
-        from_cookie = True
+        session_id = request.cookies.get(COOKIE, "") if cookie_ok else ""
+        # An ended or expired session, or one whose token was revoked: the pages work, signed out.
+        return (await viewer_for_session(app, session_id) if session_id else None) or ANONYMOUS
     if not token:
         return ANONYMOUS
     viewer = await viewer_for_token(app, token)
     if viewer is None:
-        if from_cookie:
-            return ANONYMOUS  # a revoked token in an old cookie: the pages still work, signed out
         raise unauthenticated("That token is unknown or was revoked.")
     return viewer
+
+
+def session_csrf(session_id: str) -> str:
+    """The sign-out form's CSRF value: derived from the session id, which no page can read."""
+    return hmac.new(session_id.encode(), b"kernelcup form", hashlib.sha256).hexdigest()
+
+
+def _session_owner(app: Kernelcup, session_id: str) -> tuple[int, str, str] | None:
+    with session_scope(app.engine) as session:
+        user = session_user(session, session_id, now=app.now())
+        return None if user is None or user.id is None else (user.id, user.identity, user.display_name)
+
+
+async def viewer_for_session(app: Kernelcup, session_id: str) -> Viewer | None:
+    owner = await asyncio.to_thread(_session_owner, app, session_id)
+    if owner is None:
+        return None
+    user_id, identity, name = owner
+    actor = Actor(identity=identity, display_name=name)
+    return Viewer(user_id=user_id, identity=identity, name=name, role=role_of(actor, app.settings),
+                  csrf=session_csrf(session_id))
 
 
 async def viewer_for_token(app: Kernelcup, token: str) -> Viewer | None:

@@ -17,10 +17,14 @@ from fastapi.templating import Jinja2Templates
 
 from adapters.web import boards, markdown, submissions
 from adapters.web.api import Web
-from adapters.web.auth import ANONYMOUS, COOKIE, AnyViewer, App, Viewer, viewer_for_token
+from adapters.web.auth import ANONYMOUS, COOKIE, AnyViewer, App, Viewer, session_csrf
 from adapters.web.charts import Point, Series, score_chart
+from adapters.web.csrf import FORM_COOKIE, check_form, form_nonce
 from core.app import Kernelcup
+from core.db import session_scope
 from core.report import format_case, format_seconds
+from core.web_sessions import LIFETIME as SESSION_LIFETIME
+from core.web_sessions import end_session, open_session
 from core.when import relative, show_utc
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -91,23 +95,50 @@ def page_router(templates: Jinja2Templates) -> APIRouter:
         detail = await asyncio.to_thread(submissions.submission_detail, app, web, viewer, submission_id)
         return render(request, "submission.html", viewer, app, sub=detail, outcome=submissions.outcome)
 
+    def signin_page(request: HttpRequest, viewer: Viewer, app: Kernelcup, error: str = "") -> HTMLResponse:
+        """The form carries a fresh CSRF value, also set in a cookie only this form's POST sees."""
+        nonce = form_nonce()
+        response = render(request, "signin.html", viewer, app, error=error, form_value=nonce)
+        response.set_cookie(FORM_COOKIE, nonce, httponly=True, samesite="strict", max_age=3600, path="/signin")
+        return response
+
     @router.get("/signin", response_class=HTMLResponse)
     async def signin_form(request: HttpRequest, viewer: AnyViewer, app: App) -> HTMLResponse:
-        return render(request, "signin.html", viewer, app, error="")
+        return signin_page(request, viewer, app)
 
     @router.post("/signin", response_class=HTMLResponse)
-    async def signin(request: HttpRequest, app: App, web: Web, token: str = Form("")) -> Response:
-        """The token goes into an HttpOnly cookie, honoured for reads only (see ``auth``)."""
-        viewer = await viewer_for_token(app, token.strip()) if token.strip() else None
-        if viewer is None:
-            return render(request, "signin.html", ANONYMOUS, app, error="That token is unknown or was revoked.")
+    async def signin(request: HttpRequest, app: App, web: Web, token: str = Form(""),
+                     csrf: str = Form("")) -> Response:
+        """A session opens for the token's owner; its id, never the token, goes into an HttpOnly
+        cookie honoured for reads only (see ``auth``)."""
+        check_form(request, request.cookies.get(FORM_COOKIE, ""), csrf, web.public_url)
+
+        def open_for_token() -> str | None:
+            with session_scope(app.engine) as session:
+                return open_session(session, token.strip(), now=app.now()) if token.strip() else None
+
+        session_id = await asyncio.to_thread(open_for_token)
+        if session_id is None:
+            return signin_page(request, ANONYMOUS, app, "That token is unknown or was revoked.")
         response = RedirectResponse("/", status_code=303)
-        response.set_cookie(COOKIE, token.strip(), httponly=True, samesite="strict", max_age=90 * 86400,
+        response.set_cookie(COOKIE, session_id, httponly=True, samesite="strict",
+                            max_age=int(SESSION_LIFETIME.total_seconds()),
                             secure=web.public_url.startswith("https://"))
+        response.delete_cookie(FORM_COOKIE, path="/signin")
         return response
 
     @router.post("/signout")
-    async def signout() -> Response:
+    async def signout(request: HttpRequest, app: App, web: Web, csrf: str = Form("")) -> Response:
+        """Ends the session itself, so a copied cookie stops working too."""
+        session_id = request.cookies.get(COOKIE, "")
+        if session_id:
+            check_form(request, session_csrf(session_id), csrf, web.public_url)
+
+            def end() -> None:
+                with session_scope(app.engine) as session:
+                    end_session(session, session_id, now=app.now())
+
+            await asyncio.to_thread(end)
         response = RedirectResponse("/", status_code=303)
         response.delete_cookie(COOKIE)
         return response

@@ -99,6 +99,25 @@ async def test_rate_limit(app: Kernelcup) -> None:
     assert "Rate limit reached: 1 test submissions per hour" in text
 
 
+async def test_a_default_rate_limit_holds_with_no_admin_setting_and_admins_are_exempt(app: Kernelcup) -> None:
+    app.settings = replace(app.settings, limits=replace(app.settings.limits, submissions_per_hour=2))
+    for _ in range(2):
+        assert (await app.handle(request("submit", files={"k.py": solution("vectoradd")}, mode="test"))).ok
+    text = await refused(app, "submit", files={"k.py": solution("vectoradd")}, mode="benchmark")
+    assert "Rate limit reached: 2 submissions per hour on all leaderboards." in text
+    for _ in range(3):  # ALICE is an admin
+        assert (await app.handle(request("submit", ALICE, files={"k.py": solution("vectoradd")}, mode="test"))).ok
+
+
+async def test_an_admins_limit_for_everything_replaces_the_default(app: Kernelcup) -> None:
+    app.settings = replace(app.settings, limits=replace(app.settings.limits, submissions_per_hour=1))
+    assert (await app.handle(request("rate-limit", ALICE, leaderboard="*", mode="*", per_hour=3))).ok
+    for _ in range(3):
+        assert (await app.handle(request("submit", files={"k.py": solution("vectoradd")}, mode="test"))).ok
+    text = await refused(app, "submit", files={"k.py": solution("vectoradd")}, mode="test")
+    assert "Rate limit reached: 3 submissions per hour on all leaderboards." in text
+
+
 async def test_paused_submissions(app: Kernelcup) -> None:
     assert (await app.handle(request("pause", ALICE))).ok
     text = await refused(app, "submit", files={"k.py": solution("vectoradd")}, mode="test")

@@ -20,6 +20,7 @@ from sqlmodel import Session, select
 
 from core.config import GpuConfig, Limits, Settings
 from core.db import session_scope
+from core.fairness import assign_turns
 from core.models import Code, Job, Leaderboard, LeaderboardFile, Submission, User
 from core.runner import ProgressCallback, RunContext
 from harness.spec import JobSpec, Progress, Result, Status
@@ -76,17 +77,23 @@ def submit(
     runner: str = "fake",
     mode: str = "test",
     count: int = 1,
+    user: str = "console:alice",
 ) -> list[int]:
-    """Queue ``count`` submissions (one job per GPU each); their job ids, oldest first."""
+    """Queue ``count`` submissions of ``user`` (one job per GPU each, each with its turn in the
+    queue as ``core.submissions.submit`` gives it); their job ids, oldest first."""
     with session_scope(engine) as session:
         board = session.exec(select(Leaderboard)).first()
-        user = session.exec(select(User)).first()
+        person = session.exec(select(User).where(User.identity == user)).first()
+        if person is None:
+            person = User(identity=user, display_name=user.partition(":")[2])
+            session.add(person)
+            session.flush()
         assert board is not None and board.id is not None
-        assert user is not None and user.id is not None
+        assert person.id is not None
         submissions = [
             Submission(
                 leaderboard_id=board.id,
-                user_id=user.id,
+                user_id=person.id,
                 code_sha256="c0de",
                 file_name="submission.py",
                 mode=mode,
@@ -95,14 +102,14 @@ def submit(
         ]
         session.add_all(submissions)
         session.flush()
-        jobs = [
-            Job(submission_id=sub.id, gpu=gpu, runner=runner)
-            for sub in submissions
-            for gpu in gpus
-            if sub.id is not None
-        ]
-        session.add_all(jobs)
-        session.flush()
+        jobs = []
+        for sub in submissions:
+            assert sub.id is not None
+            made = [Job(submission_id=sub.id, gpu=gpu, runner=runner) for gpu in gpus]
+            assign_turns(session, person.id, made)
+            session.add_all(made)
+            session.flush()
+            jobs.extend(made)
         return [job.id for job in jobs if job.id is not None]
 
 

@@ -195,6 +195,7 @@ class ServerThread:
         self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
         self.url = ""
         self.app: Kernelcup | None = None
+        self.adapter: WebAdapter | None = None
         self.error: BaseException | None = None
 
     def __enter__(self) -> ServerThread:
@@ -213,7 +214,7 @@ class ServerThread:
         try:
             app = self.app = self._make()
             await app.pipeline.start()
-            adapter = WebAdapter(web_settings_of(app.settings, port=0), {})  # a free port
+            adapter = self.adapter = WebAdapter(web_settings_of(app.settings, port=0), {})  # a free port
             serving = asyncio.create_task(adapter.run(app))
             await asyncio.wait_for(adapter.ready.wait(), 20)
             self.url = f"http://127.0.0.1:{adapter.port}"

@@ -111,6 +111,17 @@ async def test_the_rate_limit_answers_429_with_retry_after(client: httpx.AsyncCl
     assert refused.json()["detail"] == "Rate limit reached: 1 test submissions per hour on this leaderboard."
 
 
+async def test_the_shipped_default_rate_limit_stops_a_flood_of_submissions(client: httpx.AsyncClient,
+                                                                          tokens: Tokens) -> None:
+    """No admin set any limit: config/kernelcup.yml's limits.submissions_per_hour holds."""
+    for _ in range(30):
+        assert (await submit(client, tokens.alice, solution())).status_code == 202
+    refused = await submit(client, tokens.alice, solution(), mode="benchmark")
+    assert refused.status_code == 429 and int(refused.headers["retry-after"]) > 0
+    assert refused.json()["detail"] == "Rate limit reached: 30 submissions per hour on all leaderboards."
+    assert (await submit(client, tokens.bob, solution())).status_code == 202  # one user's limit only
+
+
 async def test_paused_submissions_are_409(client: httpx.AsyncClient, tokens: Tokens) -> None:
     assert (await client.post("/api/commands/pause", headers=bearer(tokens.admin))).status_code == 200
     response = await submit(client, tokens.alice, solution())

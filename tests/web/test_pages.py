@@ -12,6 +12,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
+from adapters.web.auth import COOKIE
 from core.db import make_engine, upgrade
 from tests.web.conftest import ALICE, BOB, Clock, ScriptedRunner, ServerThread, bearer, build_app, solution, token_for
 
@@ -119,6 +120,19 @@ def test_signing_in_shows_the_author_their_code(site: Site, page: Page) -> None:
     expect(page.locator("header.top")).to_contain_text("alice")
     page.goto(f"{site.url}/submissions/{submission_id}")
     expect(page.locator("pre.source")).to_contain_text("only-alice-sees-this")
+
+
+def test_signing_out_in_the_browser_ends_the_session(site: Site, page: Page) -> None:
+    page.goto(f"{site.url}/signin")
+    page.fill("#token", site.bob)
+    page.click("form.signin button")
+    expect(page.locator("header.top")).to_contain_text("bob")
+    [session] = [c for c in page.context.cookies() if c["name"] == COOKIE]
+    assert session["value"] != site.bob and session["httpOnly"]
+    page.click("header.top form button")  # the sign-out form, with its CSRF value
+    expect(page.locator("header.top")).to_contain_text("Sign in")
+    copied = httpx.get(f"{site.url}/api/me", cookies={COOKIE: session["value"]}, timeout=10)
+    assert copied.status_code == 401
 
 
 @pytest.mark.parametrize("path", ["/", "/leaderboards/identity", "/submissions/1", "/users/1"])

@@ -20,6 +20,7 @@ from core.commands.registry import Kind, commands
 from core.db import session_scope
 from core.models import Leaderboard
 from tests.web.conftest import ALICE, Clock, Tokens, bearer, finish, solution, submit
+from tests.web.test_signin import sign_in
 
 MARKER = b"# ALICE-PRIVATE-MARKER-93c1\n"
 HOSTNAME = "runner-host-7"  # what ScriptedRunner reports as the runner machine
@@ -79,8 +80,10 @@ async def test_no_endpoint_or_page_leaks_a_seed_or_alices_code(
     requests += [("GET", page, {}) for page in pages]
     secrets = [*seeds(kc), MARKER.decode().strip(), HOSTNAME]
     answered = 0
+    bob_session = await sign_in(client, tokens.bob)
+    client.cookies.clear()  # the session goes in the header below, for some requests only
     for method, url, kwargs in requests:
-        for auth in ({}, bearer(tokens.bob), {"Cookie": f"{COOKIE}={tokens.bob}"}):
+        for auth in ({}, bearer(tokens.bob), {"Cookie": f"{COOKIE}={bob_session}"}):
             response = await client.request(method, url, headers=auth, **kwargs)
             answered += response.status_code < 400
             for secret in secrets:
