@@ -19,7 +19,7 @@ from core.app import Kernelcup
 from core.db import as_utc, session_scope
 from core.leaderboards import leaderboard_gpus, task_of, templates_of
 from core.models import BestScore, Leaderboard, Run, Submission, User
-from core.ranking import entry_counts, standings
+from core.ranking import entry_counts, standings, tie_labels
 from core.visibility import code_public_after_deadline, may_see_board
 from harness.spec import CaseResult, Mode, Result, SpecError
 
@@ -81,10 +81,11 @@ def rankings(app: Kernelcup, viewer: Viewer, name: str, gpu: str | None = None, 
             entries = standings(session, board.id, one, limit=limit, offset=max(0, offset))
             figures = _throughput(session, board.id, one, [e.user_id for e in entries])
             out.append(Ranking(leaderboard=board.name, gpu=one, entries=[
-                RankingEntry(rank=e.rank, user_id=e.user_id, user_name=e.user_name, score_s=e.score,
+                RankingEntry(rank=e.rank, rank_label=label, user_id=e.user_id, user_name=e.user_name,
+                             score_s=e.score, score_low_s=e.score_low, score_high_s=e.score_high,
                              submission_id=e.submission_id, submitted_at=as_utc(e.submitted_at),
                              **figures.get(e.user_id, {}))
-                for e in entries
+                for label, e in zip(tie_labels(entries), entries, strict=True)
             ]))
         return out
 

@@ -44,10 +44,14 @@ class LeaderboardDetail(LeaderboardSummary):
 
 
 class RankingEntry(BaseModel):
-    rank: int
+    rank: int  # the place in the order
+    rank_label: str  # the rank as shown: "2=" where the entry is tied within noise
     user_id: int
     user_name: str
     score_s: float
+    # The score's noise range (from every benchmark's interval); entries whose ranges meet tie.
+    score_low_s: float | None = None
+    score_high_s: float | None = None
     submission_id: int
     submitted_at: datetime
     # From the entry's run when the problem defines them (geometric mean over the benchmark cases).

@@ -30,6 +30,7 @@ from core.messages import Actor
 from core.runner import ProgressCallback, RunContext
 from core.tokens import issue_token
 from core.users import user_for
+from harness import scoring
 from harness.spec import CaseResult, JobSpec, Mode, Progress, Result, Status, SystemInfo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,10 +88,11 @@ class ScriptedRunner:
                        percent_of_peak=min(99.0, 0.05 / score))
             for c in (spec.task.benchmarks if timed else [])
         ]
+        low, high = scoring.noise_range(spec.task.ranking_by, benchmarks) if timed else (None, None)
         return Result(
             job_id=spec.job_id, mode=spec.mode, status=Status.FAILED if wrong else Status.PASSED,
             verdict="a test failed" if wrong else "all tests passed", tests=tests, benchmarks=benchmarks,
-            score_s=score if timed else None, stdout="printed by the kernel\n",
+            score_s=score if timed else None, score_low_s=low, score_high_s=high, stdout="printed by the kernel\n",
             system=SystemInfo(device="cpu", gpu=context.gpu, torch="2.13.0", hostname="runner-host-7"),
         )
 

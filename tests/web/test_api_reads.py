@@ -74,6 +74,18 @@ async def test_rankings_come_per_gpu_with_throughput_from_the_entry_run(
     assert rankings["cpu"][0]["percent_of_peak"] == pytest.approx(50.0)
 
 
+async def test_entries_whose_noise_ranges_meet_are_shown_tied(
+    client: httpx.AsyncClient, kc: Kernelcup, tokens: Tokens
+) -> None:
+    await ranked(client, kc, tokens.alice, 0.00102)  # each case's interval is ±5% in this runner
+    await ranked(client, kc, tokens.bob, 0.001)
+    rankings = {r["gpu"]: r["entries"] for r in (await client.get("/api/leaderboards/identity/rankings")).json()}
+    cpu = rankings["cpu"]
+    assert [(e["rank"], e["rank_label"], e["user_name"]) for e in cpu] == [(1, "1=", "bob"), (2, "1=", "alice")]
+    assert cpu[0]["score_low_s"] == pytest.approx(0.00095)
+    assert cpu[0]["score_high_s"] == pytest.approx(0.00105)
+
+
 async def test_rankings_of_one_gpu_and_an_unknown_gpu(client: httpx.AsyncClient, kc: Kernelcup, tokens: Tokens) -> None:
     await ranked(client, kc, tokens.alice, 0.002)
     only = (await client.get("/api/leaderboards/identity/rankings", params={"gpu": "CPU"})).json()
