@@ -100,7 +100,9 @@ def test_work_left_for_after_the_call_is_counted_not_failed(runs: dict[str, Harn
     result = _passed(runs["leaves_work"])
     case = result.benchmarks[0]
     assert "counted in the time" in case.message
-    assert (case.median_ns or 0) >= 15e6  # it frees each output with a 20 ms finalizer
+    # It frees each output with a 60 ms finalizer: well above what a loaded CI box's noise
+    # makes of the no-op calls (a 20 ms one went uncounted there).
+    assert (case.median_ns or 0) >= 45e6
 
 
 @pytest.mark.skipif(DEVICE != "cuda", reason="torch.compile and CUDA graphs are GPU patterns")
