@@ -76,14 +76,5 @@ def load_runners(settings: Settings, classes: Mapping[str, RunnerFactory] | None
     return built
 
 
-def runners_by_gpu(settings: Settings, runners: Mapping[str, Runner]) -> dict[str, Runner]:
-    """GPU name -> the runner the registry names for it, where that runner serves it here."""
-    return {
-        gpu: runners[config.runner]
-        for gpu, config in settings.gpus.items()
-        if config.runner in runners and gpu in runners[config.runner].gpus()
-    }
-
-
 def load_adapters() -> dict[str, AdapterFactory]:
     return {ep.name: ep.load() for ep in entry_points(group=ADAPTERS)}

@@ -19,7 +19,8 @@ from adapters.terminal.remote import SERVER_ENV, TOKEN_ENV, run_remote
 from adapters.terminal.render import TerminalRenderer
 from adapters.terminal.session import open_app, read_local_files, terminal_actor
 from core.app import Kernelcup
-from core.commands.registry import Command, Kind, commands
+from core.commands.catalog import commands
+from core.commands.registry import Command, Kind
 from core.config import load_settings
 from core.db import check_reachable, upgrade
 from core.errors import StoreUnavailable, UserError

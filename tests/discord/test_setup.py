@@ -13,7 +13,7 @@ from adapters.discord.adapter import DiscordAdapter
 from adapters.discord.config import ConfigError, DiscordConfig
 from core.announcements import Announcement, Occasion
 from core.app import Kernelcup
-from core.commands.registry import commands
+from core.commands.catalog import commands
 from core.config import Settings, load_settings
 from core.messages import Reply, Table, Text
 from core.plugins import load_adapters
