@@ -109,12 +109,14 @@ class Kernelcup:
         if announcement is not None:
             await self.announcements.publish(announcement)
 
-    def sync_if_empty(self) -> None:
+    def sync_if_empty(self) -> SyncReport | None:
+        """On a fresh store, every leaderboard folder; ``None`` when there were leaderboards."""
         with session_scope(self.engine) as session:
             if session.exec(select(Leaderboard.id)).first() is not None:
-                return
+                return None
             report = self.sync_leaderboards(session)
         log.info("leaderboards synced", created=report.created, errors=report.errors)
+        return report
 
     def sync_leaderboards(self, session: Session) -> SyncReport:
         """Create or refresh every leaderboard folder: the one rule for first start and `sync`."""

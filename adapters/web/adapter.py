@@ -14,9 +14,9 @@ import structlog
 import uvicorn
 
 from adapters.web.app import create_app
-from adapters.web.settings import WebSettings
+from adapters.web.settings import WebSettings, configured
 from core.app import Kernelcup
-from core.config import Settings, load_settings
+from core.config import Settings
 
 log = structlog.get_logger("kernelcup.web")
 GRACEFUL_SHUTDOWN_S = 5  # open event streams are closed after this on stop
@@ -38,7 +38,7 @@ class WebAdapter:
 
     @classmethod
     def configured(cls, env: Mapping[str, str]) -> bool:
-        return WebSettings.load(load_settings(env=dict(env))).enabled
+        return configured(env)
 
     def __init__(self, settings: Settings, env: Mapping[str, str]) -> None:
         self.web = WebSettings.load(settings)
