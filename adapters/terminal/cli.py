@@ -145,10 +145,10 @@ def run(cmd: Command, values: dict[str, Any]) -> int:
         err.print(f"[red]{exc}[/red]")
         return EXIT_UNAVAILABLE
     request = Request(actor=terminal_actor(), command=cmd.name, args=args, attachments=attachments)
-    return asyncio.run(_handle(kernelcup, request, TerminalRenderer(out, FILES_DIR)))
+    return asyncio.run(handle_request(kernelcup, request, TerminalRenderer(out, FILES_DIR)))
 
 
-async def _handle(kernelcup: Kernelcup, request: Request, renderer: TerminalRenderer) -> int:
+async def handle_request(kernelcup: Kernelcup, request: Request, renderer: TerminalRenderer) -> int:
     report = await asyncio.to_thread(kernelcup.sync_if_empty)
     if report is not None:
         show_sync_errors(report, Console(stderr=True))
@@ -166,7 +166,9 @@ async def _handle(kernelcup: Kernelcup, request: Request, renderer: TerminalRend
         renderer.reply(final)
         return EXIT_OK if final.ok else EXIT_FAILED
     finally:
-        await kernelcup.pipeline.stop()
+        # All of it, runners too: a harness the local runner started for the next job must end
+        # (and its pipes close) while the event loop still runs.
+        await kernelcup.stop()
 
 
 def show_sync_errors(report: SyncReport, err: Console) -> None:

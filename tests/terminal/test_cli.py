@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+import io
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from rich.console import Console
+
+from adapters.terminal.cli import handle_request
+from adapters.terminal.render import TerminalRenderer
+from adapters.terminal.session import open_app, terminal_actor
+from core.config import load_settings
+from core.messages import Attachment, Request
+from runners.local import LocalRunner
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNELCUP = [sys.executable, "-m", "adapters.terminal"]
@@ -102,3 +112,24 @@ def test_an_unknown_leaderboard_is_one_message_and_exit_1(tmp_path: Path) -> Non
     done = kernelcup(tmp_path, "show", "nosuch")
     assert done.returncode == 1
     assert "There is no leaderboard 'nosuch'" in done.stdout and "Traceback" not in done.stdout + done.stderr
+
+
+
+def test_submit_ends_the_harness_started_for_a_next_job_before_its_loop_closes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A harness left running past ``asyncio.run`` keeps its subprocess transport open: Python 3.12
+    then prints 'Exception ignored ... Event loop is closed' at exit (3.11 stays silent)."""
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings(env={"KERNELCUP_DATABASE_URL": f"sqlite:///{tmp_path}/kernelcup.db",
+                                  "KERNELCUP_LEADERBOARDS_DIR": str(ROOT / "leaderboards"),
+                                  "KERNELCUP_RUNNERS__LOCAL__STANDBY": "1"})
+    app = open_app(settings, log_file=tmp_path / "kernelcup.log")
+    runner = app.runners["local"]
+    assert isinstance(runner, LocalRunner)
+    solution = ROOT / "leaderboards/identity/solutions/pytorch.py"
+    request = Request(actor=terminal_actor(), command="submit", args={"mode": "test", "file": solution.name},
+                      attachments=[Attachment(solution.name, solution.read_bytes())])
+    renderer = TerminalRenderer(Console(file=io.StringIO()), tmp_path / "files")
+    assert asyncio.run(handle_request(app, request, renderer)) == 0
+    assert runner.standby_pid is None
