@@ -115,7 +115,8 @@ class Kernelcup:
             if session.exec(select(Leaderboard.id)).first() is not None:
                 return None
             report = self.sync_leaderboards(session)
-        log.info("leaderboards synced", created=report.created, errors=report.errors)
+        (log.warning if report.errors else log.info)("leaderboards synced", created=report.created,
+                                                      errors=report.errors)
         return report
 
     def sync_leaderboards(self, session: Session) -> SyncReport:

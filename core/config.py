@@ -15,7 +15,8 @@ import yaml
 
 from core.errors import SetupError
 
-DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "config" / "kernelcup.yml"
+# config/kernelcup.yml, through a link in this package so that an installed wheel carries it too.
+DEFAULT_CONFIG = Path(__file__).resolve().parent / "kernelcup.yml"
 ENV_PREFIX = "KERNELCUP_"
 
 

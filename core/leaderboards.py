@@ -149,7 +149,8 @@ def sync_folder(
     """
     report = SyncReport()
     if not root.is_dir():
-        report.errors[str(root)] = "not a folder"
+        report.errors[str(root)] = (f"there is no folder {root.resolve()} (set leaderboards_dir, or "
+                                    "KERNELCUP_LEADERBOARDS_DIR)")
         return report
     found, report.errors = find_task_folders(root)
     for entry in found:

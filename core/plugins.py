@@ -109,7 +109,8 @@ def load_runners(settings: Settings, classes: Mapping[str, RunnerFactory] | None
     for name in names:
         factory = classes.get(name)
         if factory is None:
-            log.warning("no runner of this name is installed", runner=name)
+            if name not in entry_points(group=RUNNERS).names:  # else runner_classes said why
+                log.warning("no runner of this name is installed", runner=name)
             continue
         runner = factory(settings)
         if not isinstance(runner, Runner):
