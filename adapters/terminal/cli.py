@@ -20,6 +20,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from adapters.terminal.follow import follow_submission
 from adapters.terminal.render import TerminalRenderer
@@ -128,7 +129,7 @@ def run(cmd: Command, values: dict[str, Any]) -> int:
     try:
         attachments = read_local_files(cmd, args)
     except UserError as exc:
-        err.print(f"[red]{exc.message}[/red] {exc.hint}")
+        err.print(f"[red]{escape(exc.message)}[/red] {escape(exc.hint)}")
         return EXIT_FAILED
     server = remote_server()
     if server:
@@ -177,7 +178,8 @@ def show_sync_errors(report: SyncReport, err: Console) -> None:
     for folder, reason in report.errors.items():
         by_reason.setdefault(reason, []).append(folder)
     for reason, folders in by_reason.items():
-        err.print(f"[yellow]Not loaded: {', '.join(sorted(folders))}: {reason}[/yellow]", highlight=False)
+        err.print(f"[yellow]Not loaded: {escape(', '.join(sorted(folders)))}: {escape(reason)}[/yellow]",
+                  highlight=False)
 
 
 admin_app = typer.Typer(help="Admin commands.", no_args_is_help=True)
@@ -190,12 +192,12 @@ def main() -> None:
     try:
         app(prog_name="kernelcup")
     except SetupError as exc:
-        Console(stderr=True).print(f"[red]{exc.message}[/red] {exc.hint}".rstrip(), highlight=False)
+        Console(stderr=True).print(f"[red]{escape(exc.message)}[/red] {escape(exc.hint)}".rstrip(), highlight=False)
         sys.exit(EXIT_SETUP)
     except Exception as exc:
         if _debug["on"] or os.environ.get(DEBUG_ENV):
             raise
         Console(stderr=True).print(
-            f"[red]kernelcup stopped on an unexpected error: {type(exc).__name__}: {exc}[/red] "
+            f"[red]kernelcup stopped on an unexpected error: {type(exc).__name__}: {escape(str(exc))}[/red] "
             "Run it again with --debug to see where.", highlight=False)
         sys.exit(EXIT_FAILED)
