@@ -18,6 +18,7 @@ from core.errors import SetupError
 # config/kernelcup.yml, through a link in this package so that an installed wheel carries it too.
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "kernelcup.yml"
 ENV_PREFIX = "KERNELCUP_"
+MAX_DEADLINE_DAYS = 36500  # a deadline past year 9999 is no date
 
 
 @dataclass(frozen=True)
@@ -93,10 +94,14 @@ def load_settings(path: Path | None = None, env: dict[str, str] | None = None) -
     if unknown:
         raise SetupError(f"There is no setting limits.{unknown[0]}.", _fix_hint(f"limits.{unknown[0]}"))
     limits = Limits(**{k: _number(limits_raw, k, "limits", type(getattr(Limits, k)), None) for k in limits_raw})
+    deadline_days = _number(raw, "default_deadline_days", "", int, 365)
+    if not 1 <= deadline_days <= MAX_DEADLINE_DAYS:
+        raise SetupError(f"The setting default_deadline_days must be from 1 to {MAX_DEADLINE_DAYS}, not "
+                         f"{deadline_days}.", _fix_hint("default_deadline_days"))
     return Settings(
         database_url=str(raw.get("database_url", Settings.database_url)),
         leaderboards_dir=Path(raw.get("leaderboards_dir", "leaderboards")),
-        default_deadline_days=_number(raw, "default_deadline_days", "", int, 365),
+        default_deadline_days=deadline_days,
         limits=limits,
         gpus=gpus,
         runners=dict(raw.get("runners") or {}),

@@ -87,6 +87,7 @@ def test_help_is_generated_from_the_command_registry(tmp_path: Path, command: st
 @pytest.mark.parametrize(("env", "says"), [
     ({"KERNELCUP_LIMITS__MAX_FILE_BYTES": "lots"}, "limits.max_file_bytes must be a whole number, not 'lots'"),
     ({"KERNELCUP_DEFAULT_DEADLINE_DAYS": "1.5"}, "default_deadline_days must be a whole number"),
+    ({"KERNELCUP_DEFAULT_DEADLINE_DAYS": "100000000"}, "default_deadline_days must be from 1 to 36500"),
     ({"KERNELCUP_LIMITS__MAX_FILEBYTES": "3"}, "There is no setting limits.max_filebytes"),
     ({"KERNELCUP_CONFIG": "/nowhere/kernelcup.yml"}, "Cannot read the config file /nowhere/kernelcup.yml"),
 ])
