@@ -13,7 +13,8 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
 from core.announcements import Announcements
-from core.commands.registry import Kind, coerce_args, find_command
+from core.commands.catalog import find_command
+from core.commands.registry import Kind, coerce_args
 from core.completion import complete
 from core.config import Settings
 from core.db import session_scope
@@ -25,10 +26,9 @@ from core.messages import Problem, Reply, Request
 from core.models import Leaderboard, Run, utcnow
 from core.notices import new_leader_announcement
 from core.permissions import allows, role_of
-from core.plugins import runners_by_gpu
 from core.ranking import RankChange
 from core.report import submission_reply
-from core.runner import Runner
+from core.runner import Runner, runners_by_gpu
 from core.scheduling import Scheduling
 from core.submissions import NeedsGpuChoice
 
@@ -52,7 +52,8 @@ class Kernelcup:
         self.pipeline = Pipeline(engine, settings, self._runner_by_gpu(), clock=clock,
                                  on_rank_change=self._on_rank_change)
         self.announcements = Announcements(settings)
-        self.scheduling = Scheduling(self) if scheduler else None
+        self.scheduling = Scheduling(engine, settings, self.announcements, clock=clock,
+                                     wake_pipeline=self.pipeline.wake) if scheduler else None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._announcing: set[asyncio.Task[None]] = set()
 
@@ -108,12 +109,15 @@ class Kernelcup:
         if announcement is not None:
             await self.announcements.publish(announcement)
 
-    def sync_if_empty(self) -> None:
+    def sync_if_empty(self) -> SyncReport | None:
+        """On a fresh store, every leaderboard folder; ``None`` when there were leaderboards."""
         with session_scope(self.engine) as session:
             if session.exec(select(Leaderboard.id)).first() is not None:
-                return
+                return None
             report = self.sync_leaderboards(session)
-        log.info("leaderboards synced", created=report.created, errors=report.errors)
+        (log.warning if report.errors else log.info)("leaderboards synced", created=report.created,
+                                                      errors=report.errors)
+        return report
 
     def sync_leaderboards(self, session: Session) -> SyncReport:
         """Create or refresh every leaderboard folder: the one rule for first start and `sync`."""

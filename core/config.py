@@ -6,14 +6,19 @@ Secrets never live in the file; adapters read their tokens straight from the env
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "config" / "kernelcup.yml"
+from core.errors import SetupError
+
+# config/kernelcup.yml, through a link in this package so that an installed wheel carries it too.
+DEFAULT_CONFIG = Path(__file__).resolve().parent / "kernelcup.yml"
 ENV_PREFIX = "KERNELCUP_"
+MAX_DEADLINE_DAYS = 36500  # a deadline past year 9999 is no date
 
 
 @dataclass(frozen=True)
@@ -69,25 +74,35 @@ class Settings:
 
 
 def load_settings(path: Path | None = None, env: dict[str, str] | None = None) -> Settings:
+    """Raises SetupError, naming the file or the key, when the settings cannot be used."""
     env = dict(os.environ if env is None else env)
     path = path or Path(env.get(ENV_PREFIX + "CONFIG", DEFAULT_CONFIG))
-    raw: dict[str, Any] = yaml.safe_load(path.read_text()) or {}
+    raw = _read_file(path)
     _apply_env(raw, env)
     gpus = {
-        name: GpuConfig(
-            name=name,
+        str(name): GpuConfig(
+            name=str(name),
             runner=str(entry.get("runner", "local")),
-            peak_bandwidth_gbps=entry.get("peak_bandwidth_gbps"),
-            peak_tflops=entry.get("peak_tflops"),
+            peak_bandwidth_gbps=_number(entry, "peak_bandwidth_gbps", f"gpus.{name}", float, None),
+            peak_tflops=_number(entry, "peak_tflops", f"gpus.{name}", float, None),
             options={k: v for k, v in entry.items() if k not in _GPU_KEYS},
         )
-        for name, entry in (raw.get("gpus") or {}).items()
+        for name, entry in _section(raw, "gpus").items()
+        if _is_section(entry, f"gpus.{name}")
     }
-    limits = Limits(**{k: type(getattr(Limits, k))(v) for k, v in (raw.get("limits") or {}).items()})
+    limits_raw = _section(raw, "limits")
+    unknown = sorted(set(limits_raw) - {f.name for f in fields(Limits)})
+    if unknown:
+        raise SetupError(f"There is no setting limits.{unknown[0]}.", _fix_hint(f"limits.{unknown[0]}"))
+    limits = Limits(**{k: _number(limits_raw, k, "limits", type(getattr(Limits, k)), None) for k in limits_raw})
+    deadline_days = _number(raw, "default_deadline_days", "", int, 365)
+    if not 1 <= deadline_days <= MAX_DEADLINE_DAYS:
+        raise SetupError(f"The setting default_deadline_days must be from 1 to {MAX_DEADLINE_DAYS}, not "
+                         f"{deadline_days}.", _fix_hint("default_deadline_days"))
     return Settings(
         database_url=str(raw.get("database_url", Settings.database_url)),
         leaderboards_dir=Path(raw.get("leaderboards_dir", "leaderboards")),
-        default_deadline_days=int(raw.get("default_deadline_days", 365)),
+        default_deadline_days=deadline_days,
         limits=limits,
         gpus=gpus,
         runners=dict(raw.get("runners") or {}),
@@ -96,6 +111,50 @@ def load_settings(path: Path | None = None, env: dict[str, str] | None = None) -
         logging={k: str(v) for k, v in (raw.get("logging") or {}).items()},
         sections={k: dict(v) for k, v in raw.items() if k not in _READ_KEYS and isinstance(v, dict)},
     )
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except OSError as exc:
+        raise SetupError(f"Cannot read the config file {path}: {exc.strerror or exc}.",
+                         f"Point {ENV_PREFIX}CONFIG at a readable file, or unset it for the defaults.") from exc
+    except yaml.YAMLError as exc:
+        raise SetupError(f"The config file {path} is not valid YAML: {' '.join(str(exc).split())}") from exc
+    if not isinstance(raw, dict):
+        raise SetupError(f"The config file {path} must hold a mapping of settings, not a {type(raw).__name__}.")
+    return raw
+
+
+def _fix_hint(key: str) -> str:
+    return f"Fix it in the config file or in the environment ({ENV_PREFIX}{'__'.join(key.split('.')).upper()})."
+
+
+def _is_section(value: Any, key: str) -> bool:
+    if not isinstance(value, dict):
+        raise SetupError(f"The setting {key} must be a mapping of keys to values, not {value!r}.")
+    return True
+
+
+def _section(raw: dict[str, Any], key: str) -> dict[str, Any]:
+    value = raw.get(key) or {}
+    _is_section(value, key)
+    return dict(value)
+
+
+def _number(raw: Mapping[str, Any], key: str, section: str, kind: type[Any], default: Any) -> Any:
+    """``raw[key]`` as ``kind`` (int, float); a value that is no number is the operator's to fix."""
+    value = raw.get(key)
+    if value is None:
+        return default
+    try:
+        if isinstance(value, bool) or (kind is int and isinstance(value, float) and not value.is_integer()):
+            raise ValueError(value)
+        return kind(value)
+    except (TypeError, ValueError):
+        name = f"{section}.{key}" if section else key
+        whole = "whole " if kind is int else ""
+        raise SetupError(f"The setting {name} must be a {whole}number, not {value!r}.", _fix_hint(name)) from None
 
 
 _READ_KEYS = {"database_url", "leaderboards_dir", "default_deadline_days", "limits", "gpus", "runners", "roles",

@@ -24,7 +24,7 @@ from sqlalchemy.pool import NullPool
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Session, create_engine
 
-from core.errors import StoreUnavailable
+from core.errors import SetupError, StoreUnavailable
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # Any constant works; it only has to be the same in every process that migrates this database.
@@ -73,10 +73,20 @@ def make_engine(url: str | URL, **kwargs: Any) -> Engine:
         _ensure_sqlite_dir(url)
         # Without a busy timeout, concurrent writers fail at once with "database is locked".
         connect_args = {"timeout": 5, "check_same_thread": False}
-        engine = create_engine(url, connect_args=connect_args, **kwargs)
+        engine = _create_engine(url, connect_args=connect_args, **kwargs)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(url, pool_pre_ping=True, **kwargs)
+    return _create_engine(url, pool_pre_ping=True, **kwargs)
+
+
+def _create_engine(url: URL, **kwargs: Any) -> Engine:
+    """``create_engine``, with a database driver that is not installed as the operator's to fix."""
+    try:
+        return create_engine(url, **kwargs)
+    except ModuleNotFoundError as exc:
+        extra = "kernelcup[postgres]" if url.get_backend_name() == "postgresql" else exc.name
+        raise SetupError(f"The database {url.render_as_string(hide_password=True)} needs the package "
+                         f"{exc.name}, which is not installed.", f"pip install '{extra}'") from None
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -156,7 +166,7 @@ def check_reachable(url: str | URL, timeout_s: int = 5) -> None:
     connect_args: dict[str, Any] = {}
     if parsed.get_backend_name() == "postgresql":
         connect_args["connect_timeout"] = timeout_s
-    engine = create_engine(parsed, poolclass=NullPool, connect_args=connect_args)
+    engine = _create_engine(parsed, poolclass=NullPool, connect_args=connect_args)
     try:
         with engine.connect() as connection:
             connection.execute(text("SELECT 1"))

@@ -51,3 +51,13 @@ class RateLimited(Refused):
 
 class StoreUnavailable(Exception):
     """The database cannot be reached; the process says so in one line and stops."""
+
+
+class SetupError(Exception):
+    """The installation or the configuration cannot do what was asked: a bad setting, a package
+    that is not installed. The operator's to fix: one message and a hint, no traceback."""
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint

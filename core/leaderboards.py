@@ -133,6 +133,10 @@ class SyncReport:
     errors: dict[str, str] = field(default_factory=dict)
 
 
+NO_GPU_SERVED = ("no runner serves a GPU here, so the leaderboard cannot open: check the GPU registry (gpus: in "
+                 "the config) and the log for why each runner serves none")
+
+
 def sync_folder(
     session: Session, root: Path, *, served_gpus: list[str], now: datetime, default_days: int
 ) -> SyncReport:
@@ -145,7 +149,8 @@ def sync_folder(
     """
     report = SyncReport()
     if not root.is_dir():
-        report.errors[str(root)] = "not a folder"
+        report.errors[str(root)] = (f"there is no folder {root.resolve()} (set leaderboards_dir, or "
+                                    "KERNELCUP_LEADERBOARDS_DIR)")
         return report
     found, report.errors = find_task_folders(root)
     for entry in found:
@@ -160,6 +165,9 @@ def sync_folder(
             continue
         existing = session.exec(select(Leaderboard).where(Leaderboard.name == task.name)).first()
         if existing is None:
+            if not served_gpus:
+                report.errors[entry.name] = NO_GPU_SERVED
+                continue
             wanted = nvidia_gpus(entry.gpus or [str(g) for g in task.task.get("gpus") or []])
             gpus = [g for g in served_gpus if not wanted or g in wanted or g == "cpu"]
             try:

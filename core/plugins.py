@@ -1,10 +1,18 @@
 """Adapters and runners are found through entry points, the built-in ones too, so a third
-party can ship one as a package without touching this repository."""
+party can ship one as a package without touching this repository.
+
+A part whose package is not installed (``pip install kernelcup`` has no chat SDK, no Modal, no
+web server) is off, with one log line naming the ``pip install`` that turns it on; nothing of a
+part is imported before it is configured: an adapter's entry point can be a
+:class:`DeferredAdapter` that imports the adapter module only when it is built.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from importlib.metadata import entry_points
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Protocol
 
 import structlog
@@ -46,6 +54,38 @@ class RunnerFactory(Protocol):
     def __call__(self, settings: Settings) -> Runner: ...
 
 
+@dataclass(frozen=True)
+class DeferredAdapter:
+    """An adapter's entry point that says whether the adapter is configured without importing it,
+    and imports it (with its platform SDK) only to build it."""
+
+    target: str  # "module:attribute", an AdapterFactory
+    is_configured: Callable[[Mapping[str, str]], bool]
+
+    def configured(self, env: Mapping[str, str]) -> bool:
+        return self.is_configured(env)
+
+    def __call__(self, settings: Settings, env: Mapping[str, str]) -> Adapter:
+        module, _, attribute = self.target.partition(":")
+        factory: AdapterFactory = getattr(importlib.import_module(module), attribute)
+        return factory(settings, env)
+
+
+def install_hint(entry: EntryPoint, missing: ModuleNotFoundError) -> str:
+    """The command that installs what a part needs: its distribution's extra of the same name
+    (``kernelcup[modal]``) where there is one, else the missing package itself."""
+    dist = entry.dist
+    if dist is not None and entry.name in (dist.metadata.get_all("Provides-Extra") or []):
+        return f"pip install '{dist.name}[{entry.name}]'"
+    return f"pip install {(missing.name or 'the missing package').split('.')[0]}"
+
+
+def log_part_off(kind: str, entry: EntryPoint, missing: ModuleNotFoundError) -> None:
+    """The one line that says a configured part is off for want of a package."""
+    log.warning(f"{kind} {entry.name} is off: {install_hint(entry, missing)} turns it on",
+                missing=missing.name)
+
+
 def runner_classes(wanted: list[str] | None = None) -> dict[str, RunnerFactory]:
     """Runner names to their classes; one that fails to import (its SDK missing) is skipped."""
     found: dict[str, RunnerFactory] = {}
@@ -54,6 +94,8 @@ def runner_classes(wanted: list[str] | None = None) -> dict[str, RunnerFactory]:
             continue
         try:
             found[entry.name] = entry.load()
+        except ModuleNotFoundError as exc:
+            log_part_off("runner", entry, exc)
         except Exception as exc:
             log.warning("runner not loadable", runner=entry.name, error=repr(exc))
     return found
@@ -67,7 +109,8 @@ def load_runners(settings: Settings, classes: Mapping[str, RunnerFactory] | None
     for name in names:
         factory = classes.get(name)
         if factory is None:
-            log.warning("no runner of this name is installed", runner=name)
+            if name not in entry_points(group=RUNNERS).names:  # else runner_classes said why
+                log.warning("no runner of this name is installed", runner=name)
             continue
         runner = factory(settings)
         if not isinstance(runner, Runner):
@@ -76,14 +119,29 @@ def load_runners(settings: Settings, classes: Mapping[str, RunnerFactory] | None
     return built
 
 
-def runners_by_gpu(settings: Settings, runners: Mapping[str, Runner]) -> dict[str, Runner]:
-    """GPU name -> the runner the registry names for it, where that runner serves it here."""
-    return {
-        gpu: runners[config.runner]
-        for gpu, config in settings.gpus.items()
-        if config.runner in runners and gpu in runners[config.runner].gpus()
-    }
-
-
 def load_adapters() -> dict[str, AdapterFactory]:
-    return {ep.name: ep.load() for ep in entry_points(group=ADAPTERS)}
+    """Adapter names to their factories; one that fails to import is skipped (and logged)."""
+    found: dict[str, AdapterFactory] = {}
+    for entry in entry_points(group=ADAPTERS):
+        try:
+            found[entry.name] = entry.load()
+        except ModuleNotFoundError as exc:
+            log_part_off("adapter", entry, exc)
+        except Exception as exc:
+            log.warning("adapter not loadable", adapter=entry.name, error=repr(exc))
+    return found
+
+
+def build_adapters(settings: Settings, env: Mapping[str, str], wanted: Callable[[str, AdapterFactory], bool],
+                   ) -> list[Adapter]:
+    """The adapters ``wanted`` picks, built; one whose package is missing is off (one log line)."""
+    entries = {entry.name: entry for entry in entry_points(group=ADAPTERS)}
+    built: list[Adapter] = []
+    for name, factory in load_adapters().items():
+        if not wanted(name, factory):
+            continue
+        try:
+            built.append(factory(settings, env))
+        except ModuleNotFoundError as exc:
+            log_part_off("adapter", entries[name], exc)
+    return built

@@ -6,10 +6,11 @@ and can be cancelled. Which GPU goes to which runner lives in config.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from core.config import Settings
 from harness.spec import JobSpec, Progress, Result
 
 ProgressCallback = Callable[[Progress], Awaitable[None]]
@@ -52,3 +53,12 @@ class Runner(Protocol):
     async def cancel(self, job_id: int) -> None:
         """Stop a job this runner is running; a no-op when it is not."""
         ...
+
+
+def runners_by_gpu(settings: Settings, runners: Mapping[str, Runner]) -> dict[str, Runner]:
+    """GPU name -> the runner the registry names for it, where that runner serves it here."""
+    return {
+        gpu: runners[config.runner]
+        for gpu, config in settings.gpus.items()
+        if config.runner in runners and gpu in runners[config.runner].gpus()
+    }

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -32,7 +32,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from core.announcements import Announcement, Occasion
+from core.announcements import Announcement, Announcements, Occasion
 from core.db import session_scope
 from core.deadlines import BoardState, board_states, claim_close, claim_opened, claim_reminder
 from core.messages import Reply
@@ -41,7 +41,9 @@ from core.schedule_config import ScheduleConfig
 from core.standings_final import advance
 
 if TYPE_CHECKING:
-    from core.app import Kernelcup
+    from sqlalchemy.engine import Engine
+
+    from core.config import Settings
 
 log = structlog.get_logger("kernelcup.scheduling")
 
@@ -142,9 +144,21 @@ def _unchanged(current: Any, planned: Planned, now: datetime) -> bool:
 class Scheduling:
     """The scheduler of one bot process; ``Kernelcup.start`` starts it, ``stop`` stops it."""
 
-    def __init__(self, app: Kernelcup) -> None:
-        self.app = app
-        self.config = ScheduleConfig.from_settings(app.settings)
+    def __init__(
+        self,
+        engine: Engine,
+        settings: Settings,
+        announcements: Announcements,
+        *,
+        clock: Callable[[], datetime],
+        wake_pipeline: Callable[[], None],  # final standings queued re-runs: the workers take them now
+    ) -> None:
+        self.engine = engine
+        self.settings = settings
+        self.announcements = announcements
+        self.clock = clock
+        self.wake_pipeline = wake_pipeline
+        self.config = ScheduleConfig.from_settings(settings)
         self.store = MemoryJobStore()
         self.scheduler = AsyncIOScheduler(
             timezone=UTC,
@@ -228,8 +242,8 @@ class Scheduling:
             return self._rebuild(board_id)
 
     def _rebuild(self, board_id: int | None) -> list[int]:
-        now = self.app.now()
-        with session_scope(self.app.engine) as session:
+        now = self.clock()
+        with session_scope(self.engine) as session:
             states = board_states(session, board_id)
         desired: dict[str, Planned] = {}
         for state in states:
@@ -260,8 +274,8 @@ class Scheduling:
     # -- the jobs --------------------------------------------------------------------------------
 
     async def close(self, board_id: int) -> None:
-        now = self.app.now()
-        state = await asyncio.to_thread(claim_close, self.app.engine, board_id, now, self.config.misfire_grace)
+        now = self.clock()
+        state = await asyncio.to_thread(claim_close, self.engine, board_id, now, self.config.misfire_grace)
         await asyncio.to_thread(self.rebuild, board_id)  # drops its reminders; re-plans a moved deadline
         if state is None:
             return
@@ -271,8 +285,8 @@ class Scheduling:
         self.drive_final(board_id)
 
     async def remind(self, board_id: int, before_s: int) -> None:
-        now = self.app.now()
-        state = await asyncio.to_thread(claim_reminder, self.app.engine, board_id, timedelta(seconds=before_s), now,
+        now = self.clock()
+        state = await asyncio.to_thread(claim_reminder, self.engine, board_id, timedelta(seconds=before_s), now,
                                         self.config.reminder_grace)
         if state is None:
             await asyncio.to_thread(self.rebuild, board_id)
@@ -281,8 +295,8 @@ class Scheduling:
         await self._publish(state.name, state.public, Occasion.REMINDER, reply)
 
     async def opened(self, board_id: int) -> None:
-        now = self.app.now()
-        state = await asyncio.to_thread(claim_opened, self.app.engine, board_id, now)
+        now = self.clock()
+        state = await asyncio.to_thread(claim_opened, self.engine, board_id, now)
         if state is not None:
             reply = opened_reply(state.name, state.gpus, state.deadline, now)
             await self._publish(state.name, state.public, Occasion.OPENED, reply)
@@ -297,14 +311,14 @@ class Scheduling:
         config = self.config
         while True:
             try:
-                step = await asyncio.to_thread(advance, self.app.engine, self.app.settings, board_id, self.app.now(),
+                step = await asyncio.to_thread(advance, self.engine, self.settings, board_id, self.clock(),
                                                config.final_top_n, config.final_rounds)
             except Exception:
                 log.exception("final standings step failed; retrying", leaderboard_id=board_id)
             else:
                 if step.queued_jobs:
                     log.info("final standings re-runs queued", leaderboard_id=board_id, jobs=step.queued_jobs)
-                    self.app.pipeline.wake()
+                    self.wake_pipeline()
                 if step.rows is not None:
                     reply = final_standings_reply(step.name, step.rows, config.final_top_n, config.final_rounds)
                     await self._publish(step.name, step.public, Occasion.FINAL_STANDINGS, reply)
@@ -316,5 +330,5 @@ class Scheduling:
         if not public:
             log.info("not announced: the leaderboard is hidden", leaderboard=name, occasion=occasion.value)
             return
-        delivered = await self.app.announcements.publish(Announcement(name, occasion, reply))
+        delivered = await self.announcements.publish(Announcement(name, occasion, reply))
         log.info("announced", leaderboard=name, occasion=occasion.value, platforms=delivered)

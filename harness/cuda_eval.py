@@ -29,7 +29,7 @@ from harness.process import (
     kill_adopted_children,
     userns_prefix,
 )
-from harness.run import Emit, attach_output
+from harness.reporting import Emit, attach_output
 from harness.seeds import SeedPlan
 from harness.spec import Case, CaseResult, JobSpec, Mode, Progress, Result, Status
 from harness.verdict import RunEnded, exception_in, format_seconds

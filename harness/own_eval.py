@@ -27,11 +27,11 @@ from typing import Any
 from harness import cuda_eval, sysinfo
 from harness.problem import Work
 from harness.process import StreamCapture, child_environment, spawn, userns_prefix
-from harness.run import Emit, build_cache_env
+from harness.reporting import Emit
 from harness.seeds import SeedPlan
 from harness.spec import Case, CaseResult, JobSpec, Mode, Progress, Result, Status
 from harness.verdict import RunEnded
-from harness.workspace import Workspace
+from harness.workspace import Workspace, build_cache_env
 
 WHAT = "the leaderboard's evaluator"
 PROFILE_ALTCHARS = b"+*"  # GPU MODE's eval encodes its profiler tables with these

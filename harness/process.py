@@ -247,6 +247,9 @@ def _readonly_folders() -> tuple[str, ...]:
         if os.environ.get(variable):
             wanted.append(_prefix_of(str(Path(os.environ[variable]).parent)))
     repository = HARNESS_ROOT.resolve()
+    # An installed kernelcup lives in site-packages, a folder of packages like torch's: bound with
+    # the rest of Python. Only a checkout is the bot's own folder (its database, var/).
+    installed = repository in {Path(p).resolve() for p in [*site.getsitepackages(), site.getusersitepackages()]}
     chosen: list[str] = []
     for raw in wanted:
         path = Path(raw)
@@ -254,10 +257,11 @@ def _readonly_folders() -> tuple[str, ...]:
             continue
         # /bin -> usr/bin is recreated as a link; anything else is bound where it really is
         real = path if raw in _SYSTEM_FOLDERS and path.is_symlink() else path.resolve()
-        if real == Path("/") or real == repository or real in repository.parents:
+        if real == Path("/") or (not installed and (real == repository or real in repository.parents)):
             continue
         chosen.append(str(real))
-    chosen.append(str(repository / "harness"))
+    if not installed:
+        chosen.append(str(repository / "harness"))
     kept: list[str] = []
     for folder in sorted(set(chosen), key=lambda p: (p.count("/"), p)):
         if not any(folder.startswith(k + "/") for k in kept if not Path(k).is_symlink()):

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from harness.process import StreamCapture, child_environment, kill_adopted_children
-from harness.run import Emit, attach_output
+from harness.reporting import Emit, attach_output
 from harness.spec import CaseResult, JobSpec, Progress, Result, Status
 from harness.verdict import RunEnded
 from harness.workspace import Workspace

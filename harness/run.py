@@ -14,24 +14,21 @@ import os
 import random
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from harness import scoring
 from harness.evaluators import uses_own_evaluator
-from harness.process import Child, Identity, StreamCapture, child_environment, child_identity, spawn
+from harness.process import Child, Identity, child_environment, child_identity, spawn
+from harness.reporting import Emit, attach_output
 from harness.seeds import SeedPlan
 from harness.spec import CaseResult, JobSpec, Mode, Progress, Result, Status
 from harness.verdict import RunEnded, describe_case, format_seconds
-from harness.workspace import Workspace, WorkspaceError
+from harness.workspace import Workspace, WorkspaceError, build_cache_env
 
 if TYPE_CHECKING:
     from harness.session import Session, Shipped
 
-Emit = Callable[[Progress], None]
-
-SHOWN_OUTPUT = 16 * 1024
 MAX_OUTPUT_PAYLOAD = 2 << 30
 
 
@@ -137,17 +134,6 @@ def run_job(spec: JobSpec, emit: Emit, started: float | None = None, prepared: P
     return result
 
 
-def attach_output(result: Result, stdout: StreamCapture, stderr: StreamCapture) -> None:
-    """The child's stdout and stderr: 16 KiB in the result, the whole (kept) text as files."""
-    for name, capture in (("stdout", stdout), ("stderr", stderr)):
-        text = capture.text()
-        if len(capture.kept) > SHOWN_OUTPUT or capture.dropped:
-            note = f"\n[... {capture.dropped} more bytes dropped]" if capture.dropped else ""
-            result.files[f"{name}.txt"] = text + note
-            text = text[:SHOWN_OUTPUT] + f"\n[... truncated; the full {name} is in {name}.txt]"
-        setattr(result, name, text)
-
-
 def start_python_child(workspace: Workspace, device: str) -> Child:
     """Start the submission's process in ``workspace`` for ``device``; it waits for ``load``."""
     sandboxed = workspace.sandbox is not None
@@ -164,18 +150,6 @@ def start_python_child(workspace: Workspace, device: str) -> Child:
     ]
     env = child_environment(workspace.home, {})
     return spawn(command, workspace.work, workspace.identity, env, workspace.sandbox)
-
-
-def build_cache_env(spec: JobSpec, workspace: Workspace) -> dict[str, str]:
-    """Where the submission's builds (``load_inline``, Triton) are kept, as environment variables."""
-    key = spec.files[spec.submission_name]
-    return {
-        "TORCH_EXTENSIONS_DIR": str(workspace.build_cache("torch_extensions", key)),
-        "TRITON_CACHE_DIR": str(workspace.build_cache("triton", key)),
-        # Triton's autotuner keeps its choice in that cache: a submission re-run on this
-        # machine (a repeat, the final standings) runs the configuration it chose before.
-        "TRITON_CACHE_AUTOTUNING": "1",
-    }
 
 
 def _load_order(spec: JobSpec, workspace: Workspace) -> dict[str, Any]:

@@ -96,10 +96,12 @@ class GitHubRunner:
         self._transport = transport
         self._gpus = {name: gpu for name, gpu in settings.gpus.items() if gpu.runner == self.name}
         self._refs: dict[int, _Ref] = {}  # job id -> its dispatch, until it ends or is cancelled
+        self._said_unserved = False
 
     def gpus(self) -> list[str]:
         if not (self._token and self._repo):
-            if self._gpus:
+            if self._gpus and not self._said_unserved:
+                self._said_unserved = True  # gpus() is asked often: one line is enough
                 log.warning("GitHub GPUs not served here: set GITHUB_TOKEN and runners.github.repo",
                             gpus=sorted(self._gpus))
             return []

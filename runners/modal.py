@@ -8,7 +8,9 @@ harness's stdout lines; the signed result line is checked here, with the key of 
 call was spawned with (kept in the reference for a re-attach).
 
 Everything Modal is behind ``ModalClient``: ``ModalSDK`` is the real SDK, tests pass a local
-stand-in that behaves as Modal documents. Deploying the functions: runners/modal_app.py.
+stand-in that behaves as Modal documents. Deploying the functions: runners/modal_app.py. The SDK
+is imported with this module, which kernelcup loads only where the GPU registry names this
+runner: without the ``modal`` package the runner is off (``pip install 'kernelcup[modal]'``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import modal
+import modal.config
+import modal.exception
 import structlog
 
 from core.config import Settings
@@ -96,32 +101,22 @@ class ModalSDK:
     """The real Modal SDK (its async ``.aio`` interface)."""
 
     def configured(self) -> bool:
-        import modal.config
-
         return bool(modal.config.config.get("token_id") or modal.config.config.get("oauth_refresh_token"))
 
     async def spawn(self, app: str, function: str, *args: Any) -> str:
-        import modal
-
         call = await modal.Function.from_name(app, function).spawn.aio(*args)
         return str(call.object_id)
 
     async def get(self, call_id: str, timeout: float) -> Any:
-        import modal
-
         try:
             return await modal.FunctionCall.from_id(call_id).get.aio(timeout=timeout)
         except modal.exception.InputCancellation as exc:  # a BaseException: keep it from the pipeline
             raise modal.exception.RemoteError("the call was cancelled") from exc
 
     async def cancel(self, call_id: str) -> None:
-        import modal
-
         await modal.FunctionCall.from_id(call_id).cancel.aio()
 
     async def progress(self, call_id: str) -> str | None:
-        import modal
-
         line = await modal.Dict.from_name(PROGRESS_DICT, create_if_missing=True).get.aio(call_id)
         return line if isinstance(line, str) else None
 
@@ -156,10 +151,12 @@ class ModalRunner:
         self._function_timeout_s = platform_timeout_s(self._max_harness_s, float(options["startup_s"]))
         self._gpus = {name: gpu for name, gpu in settings.gpus.items() if gpu.runner == self.name}
         self._calls: dict[int, str] = {}  # job id -> call id, until the job ends or is cancelled
+        self._said_unserved = False
 
     def gpus(self) -> list[str]:
         if not self._client.configured():
-            if self._gpus:
+            if self._gpus and not self._said_unserved:
+                self._said_unserved = True  # gpus() is asked often: one line is enough
                 log.warning("Modal GPUs not served here: no Modal credentials", gpus=sorted(self._gpus))
             return []
         return sorted(name for name, gpu in self._gpus.items() if gpu.options.get("modal_gpu"))
@@ -294,18 +291,13 @@ class ModalRunner:
 
 
 def _modal_error(exc: BaseException, name: str) -> bool:
-    try:
-        import modal.exception
-    except ImportError:  # pragma: no cover - modal is installed with this runner
-        return False
     kind: Callable[..., Any] | None = getattr(modal.exception, name, None)
     return isinstance(kind, type) and isinstance(exc, kind)
 
 
 def _explain(exc: BaseException, function: str, app: str, function_timeout_s: int) -> str:
     """A Modal failure as one sentence a bot operator (or a user) can act on."""
-    import modal.exception as errors
-
+    errors = modal.exception
     text = str(exc).strip() or type(exc).__name__
     if isinstance(exc, errors.AuthError):
         return f"Modal refused our credentials ({text}): set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET"

@@ -11,12 +11,14 @@ import asyncio
 import os
 import sys
 
-from adapters.discord.adapter import DiscordAdapter
 from adapters.discord.config import TOKEN_ENV
 from core.config import load_settings
+from core.errors import SetupError
 
 
 async def sync_commands() -> dict[str, int]:
+    from adapters.discord.adapter import DiscordAdapter  # discord.py: kernelcup[discord]
+
     adapter = DiscordAdapter(load_settings(), dict(os.environ))
     try:
         await adapter.client.login(adapter.token)
@@ -32,7 +34,14 @@ def main(argv: list[str] | None = None) -> int:
     if not os.environ.get(TOKEN_ENV, "").strip():
         print(f"Set {TOKEN_ENV} to the bot's token first.", file=sys.stderr)
         return 2
-    counts = asyncio.run(sync_commands())
+    try:
+        counts = asyncio.run(sync_commands())
+    except ModuleNotFoundError as exc:
+        print(f"The Discord adapter needs the package {exc.name}: pip install 'kernelcup[discord]'", file=sys.stderr)
+        return 4
+    except SetupError as exc:
+        print(f"{exc.message} {exc.hint}".rstrip(), file=sys.stderr)
+        return 4
     for where, count in counts.items():
         print(f"{where}: {count} top-level commands registered")
     return 0

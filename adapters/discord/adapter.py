@@ -18,7 +18,7 @@ import discord
 import structlog
 from discord import app_commands
 
-from adapters.discord.config import TOKEN_ENV, DiscordConfig
+from adapters.discord.config import TOKEN_ENV, DiscordConfig, configured
 from adapters.discord.conversation import Conversations
 from adapters.discord.render import batches, discord_files, render_reply
 from adapters.discord.tree import build_groups
@@ -37,7 +37,7 @@ class DiscordAdapter:
 
     @classmethod
     def configured(cls, env: Mapping[str, str]) -> bool:
-        return bool(env.get(TOKEN_ENV, "").strip())
+        return configured(env)
 
     def __init__(self, settings: Settings, env: Mapping[str, str], *,
                  clock: Callable[[], datetime] = discord.utils.utcnow) -> None:

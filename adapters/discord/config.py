@@ -13,9 +13,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.config import Settings
+from core.plugins import DeferredAdapter
 
 TOKEN_ENV = "DISCORD_TOKEN"
 SECTION = "discord"
+
+
+def configured(env: Mapping[str, str]) -> bool:
+    """``kernelcup serve`` runs the adapter when its token is set."""
+    return bool(env.get(TOKEN_ENV, "").strip())
+
+
+# The ``kernelcup.adapters`` entry point: discord.py is imported only when the adapter is built.
+ADAPTER = DeferredAdapter("adapters.discord.adapter:DiscordAdapter", configured)
 
 
 class ConfigError(ValueError):

@@ -29,8 +29,9 @@ from adapters.discord.origin import PREFIX, Origin, user_id_of
 from adapters.discord.render import Rendered, batches, discord_files, render_reply
 from adapters.discord.tree import CONFIRM_PARAM, modal_params, options_of
 from adapters.discord.views import Confirm, FieldsModal, GpuMenu, Pager
+from core.commands.catalog import find_command
 from core.commands.leaderboard import MAX_BUNDLE_BYTES
-from core.commands.registry import Command, Kind, find_command
+from core.commands.registry import Command, Kind
 from core.config import Settings
 from core.delivery import owed_here, remember_reply_to
 from core.errors import UserError

@@ -27,7 +27,7 @@ from adapters.slack.conversation import Conversation
 from adapters.slack.files import upload
 from adapters.slack.listeners import Listeners
 from adapters.slack.people import People
-from adapters.slack.settings import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, SlackSettings
+from adapters.slack.settings import SlackSettings, configured
 from core.app import Kernelcup
 from core.config import Settings
 from core.messages import Reply
@@ -42,7 +42,7 @@ class SlackAdapter:
 
     @classmethod
     def configured(cls, env: Mapping[str, str]) -> bool:
-        return bool(env.get(BOT_TOKEN)) and bool(env.get(APP_TOKEN) or env.get(SIGNING_SECRET))
+        return configured(env)
 
     def __init__(self, settings: Settings, env: Mapping[str, str]) -> None:
         self.settings = settings

@@ -22,8 +22,9 @@ from adapters.slack.modal import CALLBACK_ID, LEADERBOARD_ACTION, form_channel, 
 from adapters.slack.parsing import file_comment, slash_command, wants_bot
 from adapters.slack.people import People
 from core.app import Kernelcup
+from core.commands.catalog import find_command
 from core.commands.leaderboard import MAX_BUNDLE_BYTES
-from core.commands.registry import Kind, find_command
+from core.commands.registry import Kind
 from core.errors import UserError
 from core.messages import Actor, Attachment, Reply, Request, Text
 

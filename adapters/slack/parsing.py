@@ -8,7 +8,9 @@ import re
 import shlex
 from typing import Any
 
-from core.commands.registry import GROUPS, commands, parse_line
+from core.commands.catalog import commands
+from core.commands.parsing import parse_line
+from core.commands.registry import GROUPS
 from core.submissions import read_directives
 
 _MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")

@@ -8,11 +8,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.config import Settings
+from core.plugins import DeferredAdapter
 
 BOT_TOKEN = "SLACK_BOT_TOKEN"  # xoxb-...: every Web API call
 APP_TOKEN = "SLACK_APP_TOKEN"  # xapp-...: Socket Mode's connection
 SIGNING_SECRET = "SLACK_SIGNING_SECRET"  # HTTP mode: verifies that a request comes from Slack
 MODES = ("auto", "socket", "http")
+
+
+def configured(env: Mapping[str, str]) -> bool:
+    """``kernelcup serve`` runs the adapter when the bot token is set with either way in."""
+    return bool(env.get(BOT_TOKEN)) and bool(env.get(APP_TOKEN) or env.get(SIGNING_SECRET))
+
+
+# The ``kernelcup.adapters`` entry point: slack_bolt and aiohttp are imported only when it is built.
+ADAPTER = DeferredAdapter("adapters.slack.adapter:SlackAdapter", configured)
 
 
 class SlackConfigError(Exception):

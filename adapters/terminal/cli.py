@@ -1,38 +1,51 @@
 """The scriptable ``kernelcup`` command. Every core command becomes a subcommand built from the
 registry (so a command added to the core appears here too); ``serve`` and ``db`` are the
-terminal's own. Exit status: 0 only when the request succeeded and, for a submission, when
-every job passed."""
+terminal's own.
+
+Exit status: 0 when the request succeeded and, for a submission, every job passed; 1 when the
+request was refused or failed (a job failed, an unknown leaderboard); 2 for a command line that
+cannot be read (a wrong option); 3 when the database or the server cannot be reached; 4 when the
+setup cannot work (a bad setting, a package that is not installed). Errors are one message and
+a hint; ``--debug`` (or KERNELCUP_DEBUG=1) shows the stack of an unexpected one."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from adapters.terminal.follow import follow_submission
-from adapters.terminal.remote import SERVER_ENV, TOKEN_ENV, run_remote
 from adapters.terminal.render import TerminalRenderer
 from adapters.terminal.session import open_app, read_local_files, terminal_actor
 from core.app import Kernelcup
-from core.commands.registry import Command, Kind, commands
+from core.commands.catalog import commands
+from core.commands.registry import Command, Kind
 from core.config import load_settings
 from core.db import check_reachable, upgrade
-from core.errors import StoreUnavailable, UserError
+from core.errors import SetupError, StoreUnavailable, UserError
+from core.leaderboards import SyncReport
 from core.messages import Reply, Request
 
 FILES_DIR = Path("var/files")
 LOG_FILE = Path("var/kernelcup.log")
-EXIT_OK, EXIT_FAILED, EXIT_UNAVAILABLE = 0, 1, 3
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_SETUP = 0, 1, 2, 3, 4
+TOKEN_ENV = "KERNELCUP_TOKEN"
+SERVER_ENV = "KERNELCUP_SERVER"
+DEBUG_ENV = "KERNELCUP_DEBUG"
 
 app = typer.Typer(help="kernelcup: GPU-kernel leaderboards.", no_args_is_help=True, add_completion=False)
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 _server: dict[str, str | None] = {"url": None}  # --server, set by the callback below
+_debug = {"on": False}  # --debug, set by the callback below
 
 
 @app.callback()
@@ -42,8 +55,10 @@ def options(
         help=f"a kernelcup server's URL: commands go to its HTTP API (token from {TOKEN_ENV}); "
              "default: config web.cli_server, else the embedded kernelcup",
     ),
+    debug: bool = typer.Option(False, "--debug", envvar=DEBUG_ENV, help="show the stack of an unexpected error"),
 ) -> None:
     _server["url"] = server
+    _debug["on"] = debug
 
 
 def remote_server() -> str | None:
@@ -114,22 +129,30 @@ def run(cmd: Command, values: dict[str, Any]) -> int:
     try:
         attachments = read_local_files(cmd, args)
     except UserError as exc:
-        err.print(f"[red]{exc.message}[/red] {exc.hint}")
+        err.print(f"[red]{escape(exc.message)}[/red] {escape(exc.hint)}")
         return EXIT_FAILED
     server = remote_server()
     if server:
-        return asyncio.run(run_remote(cmd, args, attachments, server, TerminalRenderer(out, FILES_DIR)))
+        try:
+            from adapters.terminal.remote import run_remote
+        except ModuleNotFoundError as exc:
+            raise SetupError(f"Commands for a server ({server}) need the package {exc.name}, which is not "
+                             "installed.", "pip install 'kernelcup[remote]'") from None
+        token = os.environ.get(TOKEN_ENV) or None
+        return asyncio.run(run_remote(cmd, args, attachments, server, TerminalRenderer(out, FILES_DIR), token))
     try:
         kernelcup = open_app(log_file=LOG_FILE)
     except StoreUnavailable as exc:
         err.print(f"[red]{exc}[/red]")
         return EXIT_UNAVAILABLE
     request = Request(actor=terminal_actor(), command=cmd.name, args=args, attachments=attachments)
-    return asyncio.run(_handle(kernelcup, request, TerminalRenderer(out, FILES_DIR)))
+    return asyncio.run(handle_request(kernelcup, request, TerminalRenderer(out, FILES_DIR)))
 
 
-async def _handle(kernelcup: Kernelcup, request: Request, renderer: TerminalRenderer) -> int:
-    await asyncio.to_thread(kernelcup.sync_if_empty)
+async def handle_request(kernelcup: Kernelcup, request: Request, renderer: TerminalRenderer) -> int:
+    report = await asyncio.to_thread(kernelcup.sync_if_empty)
+    if report is not None:
+        show_sync_errors(report, Console(stderr=True))
     if request.command != "submit":
         reply = await kernelcup.handle(request)
         renderer.reply(reply)
@@ -144,7 +167,19 @@ async def _handle(kernelcup: Kernelcup, request: Request, renderer: TerminalRend
         renderer.reply(final)
         return EXIT_OK if final.ok else EXIT_FAILED
     finally:
-        await kernelcup.pipeline.stop()
+        # All of it, runners too: a harness the local runner started for the next job must end
+        # (and its pipes close) while the event loop still runs.
+        await kernelcup.stop()
+
+
+def show_sync_errors(report: SyncReport, err: Console) -> None:
+    """Leaderboard folders the first start could not load, one line per reason."""
+    by_reason: dict[str, list[str]] = {}
+    for folder, reason in report.errors.items():
+        by_reason.setdefault(reason, []).append(folder)
+    for reason, folders in by_reason.items():
+        err.print(f"[yellow]Not loaded: {escape(', '.join(sorted(folders)))}: {escape(reason)}[/yellow]",
+                  highlight=False)
 
 
 admin_app = typer.Typer(help="Admin commands.", no_args_is_help=True)
@@ -154,4 +189,15 @@ for _cmd in commands():
 
 
 def main() -> None:
-    app(prog_name="kernelcup")
+    try:
+        app(prog_name="kernelcup")
+    except SetupError as exc:
+        Console(stderr=True).print(f"[red]{escape(exc.message)}[/red] {escape(exc.hint)}".rstrip(), highlight=False)
+        sys.exit(EXIT_SETUP)
+    except Exception as exc:
+        if _debug["on"] or os.environ.get(DEBUG_ENV):
+            raise
+        Console(stderr=True).print(
+            f"[red]kernelcup stopped on an unexpected error: {type(exc).__name__}: {escape(str(exc))}[/red] "
+            "Run it again with --debug to see where.", highlight=False)
+        sys.exit(EXIT_FAILED)

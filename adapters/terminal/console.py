@@ -15,7 +15,8 @@ from adapters.terminal.follow import describe
 from adapters.terminal.render import TerminalRenderer
 from adapters.terminal.session import read_local_files, terminal_actor
 from core.app import Kernelcup
-from core.commands.registry import find_command, parse_line
+from core.commands.catalog import find_command
+from core.commands.parsing import parse_line
 from core.config import Settings
 from core.errors import UserError
 from core.messages import Reply, Request

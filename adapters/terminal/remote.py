@@ -1,7 +1,7 @@
 """The ``kernelcup`` commands against a remote server (``--server URL``): each command goes to the
 server's HTTP API as ``POST /api/commands/{name}``, a submission is followed over server-sent
 events with the same Rich progress, and the reply is rendered as if it came from the embedded
-core. The token comes from KERNELCUP_TOKEN only (never a flag, which would end up in shell
+core. The token comes from KERNELCUP_TOKEN only (read by the CLI) (never a flag, which would end up in shell
 history). The terminal needs no web framework for this: only httpx.
 """
 
@@ -11,7 +11,6 @@ import asyncio
 import base64
 import io
 import json
-import os
 import zipfile
 from collections.abc import AsyncIterator
 from dataclasses import fields
@@ -28,8 +27,6 @@ from core.commands.registry import Command, Kind
 from core.events import JobEvent
 from core.messages import Attachment, Block, Code, File, Image, ProgressBlock, Reply, Table, Text
 
-TOKEN_ENV = "KERNELCUP_TOKEN"
-SERVER_ENV = "KERNELCUP_SERVER"
 RECONNECTS = 5  # a dropped event stream is reopened; the server restarts it from each job's state
 _EVENT_FIELDS = {f.name for f in fields(JobEvent)}
 
@@ -180,11 +177,12 @@ def _outside_sources(folder: Path) -> list[Path]:
 
 
 async def run_remote(cmd: Command, args: dict[str, Any], attachments: list[Attachment], server: str,
-                     renderer: TerminalRenderer, *, transport: httpx.AsyncBaseTransport | None = None) -> int:
+                     renderer: TerminalRenderer, token: str | None, *,
+                     transport: httpx.AsyncBaseTransport | None = None) -> int:
     """Exit status as for the embedded core: 0 ok (a submission: every job passed), 1 failed,
     3 server unreachable."""
     bundle_folders(cmd, args, attachments)
-    remote = RemoteKernelcup(server, os.environ.get(TOKEN_ENV) or None, transport=transport)
+    remote = RemoteKernelcup(server, token, transport=transport)
     try:
         reply = await remote.handle(cmd.name, args, attachments)
         renderer.reply(reply)

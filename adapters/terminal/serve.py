@@ -14,7 +14,7 @@ from adapters.terminal.session import open_app
 from core.app import Kernelcup
 from core.errors import StoreUnavailable
 from core.logging import throttle_accept_errors
-from core.plugins import Adapter, load_adapters
+from core.plugins import build_adapters
 
 log = structlog.get_logger("kernelcup.serve")
 
@@ -30,15 +30,10 @@ def serve(console: bool | None) -> int:
 
 async def _serve(app: Kernelcup, console: bool | None) -> int:
     env = dict(os.environ)
-    factories = load_adapters()
-    chosen: list[Adapter] = [
-        factory(app.settings, env)
-        for name, factory in factories.items()
-        if name != "console" and factory.configured(env)
-    ]
+    chosen = build_adapters(app.settings, env, lambda name, factory: name != "console" and factory.configured(env))
     # The console is the chat of last resort: adapters that are no chat (the web pages) do not count.
     if console or (console is None and not any(getattr(a, "chat", True) for a in chosen)):
-        chosen.append(factories["console"](app.settings, env))
+        chosen += build_adapters(app.settings, env, lambda name, _: name == "console")
     await app.start()
     log.info("serving", adapters=[a.name for a in chosen], gpus=sorted(app.served_gpus()))
     loop = asyncio.get_running_loop()

@@ -23,9 +23,9 @@ from adapters.web.connections import (
     guarded_protocol,
     raise_descriptor_limit,
 )
-from adapters.web.settings import WebSettings
+from adapters.web.settings import WebSettings, configured
 from core.app import Kernelcup
-from core.config import Settings, load_settings
+from core.config import Settings
 from core.logging import ThrottledRecords, throttle_accept_errors
 
 log = structlog.get_logger("kernelcup.web")
@@ -79,7 +79,7 @@ class WebAdapter:
 
     @classmethod
     def configured(cls, env: Mapping[str, str]) -> bool:
-        return WebSettings.load(load_settings(env=dict(env))).enabled
+        return configured(env)
 
     def __init__(self, settings: Settings, env: Mapping[str, str]) -> None:
         self.web = WebSettings.load(settings)

@@ -20,7 +20,8 @@ from adapters.web.auth import ApiError, Viewer, kernelcup, signed_in_viewer
 from adapters.web.replies import reply_response
 from adapters.web.schemas import AttachmentIn, CommandInfo, ErrorOut, ReplyOut
 from core.app import Kernelcup
-from core.commands.registry import Command, Kind, Param, commands
+from core.commands.catalog import commands
+from core.commands.registry import Command, Kind, Param
 from core.messages import Attachment, Request
 
 ATTACHMENTS = "attachments"

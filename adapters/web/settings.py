@@ -3,10 +3,12 @@ live hashed in the database)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from core.config import Settings
+from core.config import Settings, load_settings
+from core.plugins import DeferredAdapter
 
 TRUE = ("1", "true", "yes", "on")
 
@@ -57,3 +59,12 @@ class WebSettings:
     def url(self, path: str) -> str:
         """An absolute link when the public URL is known, else a path on this server."""
         return f"{self.public_url}{path}"
+
+
+def configured(env: Mapping[str, str]) -> bool:
+    """On unless ``web.enabled`` is false (the pages need no secret)."""
+    return WebSettings.load(load_settings(env=dict(env))).enabled
+
+
+# The ``kernelcup.adapters`` entry point: FastAPI and uvicorn are imported only when it is built.
+ADAPTER = DeferredAdapter("adapters.web.adapter:WebAdapter", configured)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from sqlmodel import select
 
-from core.commands.registry import Kind, Param, command
+from core.commands.registry import CommandContext, Kind, Param, command
 from core.db import session_scope
 from core.deadlines import set_deadline
 from core.errors import UserError
@@ -19,23 +17,20 @@ from core.users import find_user
 from core.when import parse_when, relative, show_utc
 from harness.spec import Mode
 
-if TYPE_CHECKING:
-    from core.app import Kernelcup
-
 USER = Param("user", Kind.USER, "identity such as discord:1234 or console:alice", required=True, positional=True)
 
 
 @command("ban", "stop a user from submitting", USER, role=Role.ADMIN, group="admin")
-def ban_command(app: Kernelcup, request: Request) -> Reply:
+def ban_command(app: CommandContext, request: Request) -> Reply:
     return _set_ban(app, request, True)
 
 
 @command("unban", "let a banned user submit again", USER, role=Role.ADMIN, group="admin")
-def unban_command(app: Kernelcup, request: Request) -> Reply:
+def unban_command(app: CommandContext, request: Request) -> Reply:
     return _set_ban(app, request, False)
 
 
-def _set_ban(app: Kernelcup, request: Request, banned: bool) -> Reply:
+def _set_ban(app: CommandContext, request: Request, banned: bool) -> Reply:
     with session_scope(app.engine) as session:
         user = find_user(session, request.args["user"])
         user.banned = banned
@@ -54,7 +49,7 @@ def _set_ban(app: Kernelcup, request: Request, banned: bool) -> Reply:
     role=Role.ADMIN,
     group="admin",
 )
-def rate_limit_command(app: Kernelcup, request: Request) -> Reply:
+def rate_limit_command(app: CommandContext, request: Request) -> Reply:
     args = request.args
     with session_scope(app.engine) as session:
         if args["per_hour"] is not None:
@@ -76,14 +71,14 @@ def rate_limit_command(app: Kernelcup, request: Request) -> Reply:
 
 
 @command("pause", "stop accepting submissions (queued jobs still run)", role=Role.ADMIN, group="admin")
-def pause_command(app: Kernelcup, request: Request) -> Reply:
+def pause_command(app: CommandContext, request: Request) -> Reply:
     with session_scope(app.engine) as session:
         set_submissions_paused(session, True)
     return Reply([Text("Submissions are paused; queued jobs still run.", style="warning")])
 
 
 @command("resume", "accept submissions again", role=Role.ADMIN, group="admin")
-def resume_command(app: Kernelcup, request: Request) -> Reply:
+def resume_command(app: CommandContext, request: Request) -> Reply:
     with session_scope(app.engine) as session:
         set_submissions_paused(session, False)
     return Reply([Text("Submissions are accepted again.", style="success")])
@@ -95,7 +90,7 @@ def resume_command(app: Kernelcup, request: Request) -> Reply:
     role=Role.ADMIN,
     group="admin",
 )
-def sync_command(app: Kernelcup, request: Request) -> Reply:
+def sync_command(app: CommandContext, request: Request) -> Reply:
     with session_scope(app.engine) as session:
         report = app.sync_leaderboards(session)
     app.reschedule()  # new leaderboards get their close, reminders and "opened" announcement
@@ -118,7 +113,7 @@ def sync_command(app: Kernelcup, request: Request) -> Reply:
     role=Role.ADMIN,
     group="admin",
 )
-def set_deadline_command(app: Kernelcup, request: Request) -> Reply:
+def set_deadline_command(app: CommandContext, request: Request) -> Reply:
     now = app.now()
     deadline = parse_when(str(request.args["deadline"]), now)
     if deadline < now:

@@ -7,11 +7,10 @@ import io
 import tempfile
 import zipfile
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
 
 from sqlmodel import Session, col, select
 
-from core.commands.registry import Kind, Param, command, commands, usage
+from core.commands.registry import CommandContext, Kind, Param, command, registered, usage
 from core.db import as_utc, in_transaction, session_scope
 from core.errors import Forbidden, NotFound, UserError
 from core.leaderboards import (
@@ -33,17 +32,14 @@ from core.users import user_for
 from core.visibility import default_code_public, may_see_code
 from core.when import parse_when, relative, show_utc
 
-if TYPE_CHECKING:
-    from core.app import Kernelcup
-
 LEADERBOARD = Param("leaderboard", Kind.LEADERBOARD, "leaderboard name", required=True, positional=True)
 MAX_BUNDLE_BYTES = 8 * 1024 * 1024
 
 
 @command("help", "list the commands, or explain one", Param("topic", Kind.TEXT, "a command", positional=True))
-def help_command(app: Kernelcup, request: Request) -> Reply:
+def help_command(app: CommandContext, request: Request) -> Reply:
     topic = request.args.get("topic")
-    visible = [c for c in commands() if allows(request.role, c.role)]
+    visible = [c for c in registered() if allows(request.role, c.role)]
     if topic:
         cmd = next((c for c in visible if c.name == topic), None)
         if cmd is None:
@@ -55,7 +51,7 @@ def help_command(app: Kernelcup, request: Request) -> Reply:
 
 
 @command("list", "leaderboards with their deadlines, GPUs and number of entries")
-def list_command(app: Kernelcup, request: Request) -> Reply:
+def list_command(app: CommandContext, request: Request) -> Reply:
     now = app.now()
     with session_scope(app.engine) as session:
         boards = session.exec(select(Leaderboard).order_by(col(Leaderboard.name))).all()
@@ -87,7 +83,7 @@ def list_command(app: Kernelcup, request: Request) -> Reply:
     Param("limit", Kind.INT, "how many entries", default=20),
     Param("offset", Kind.INT, "skip this many entries", default=0),
 )
-def show_command(app: Kernelcup, request: Request) -> Reply:
+def show_command(app: CommandContext, request: Request) -> Reply:
     now = app.now()
     with session_scope(app.engine) as session:
         board = _visible_board(session, request)
@@ -130,7 +126,7 @@ def noise_of(entry: Standing) -> str:
 
 
 @command("task", "a leaderboard's description and task files", LEADERBOARD)
-def task_command(app: Kernelcup, request: Request) -> Reply:
+def task_command(app: CommandContext, request: Request) -> Reply:
     with session_scope(app.engine) as session:
         board = _visible_board(session, request)
         assert board.id is not None
@@ -149,7 +145,7 @@ def task_command(app: Kernelcup, request: Request) -> Reply:
     LEADERBOARD,
     Param("lang", Kind.TEXT, "template language, e.g. Python, Triton, CUDA"),
 )
-def template_command(app: Kernelcup, request: Request) -> Reply:
+def template_command(app: CommandContext, request: Request) -> Reply:
     with session_scope(app.engine) as session:
         board = _visible_board(session, request)
     templates = templates_of(board)
@@ -174,7 +170,7 @@ def template_command(app: Kernelcup, request: Request) -> Reply:
     Param("leaderboard", Kind.LEADERBOARD, "only this leaderboard", positional=True),
     Param("limit", Kind.INT, "how many", default=20),
 )
-def mine_command(app: Kernelcup, request: Request) -> Reply:
+def mine_command(app: CommandContext, request: Request) -> Reply:
     with session_scope(app.engine) as session:
         user = user_for(session, request.actor)
         query = select(Submission, Leaderboard.name).join(Leaderboard).where(Submission.user_id == user.id)
@@ -210,7 +206,7 @@ def _outcome(job: Job, run: Run | None) -> str:
     "a submission's results and code",
     Param("id", Kind.INT, "submission id", required=True, positional=True),
 )
-def get_submission_command(app: Kernelcup, request: Request) -> Reply:
+def get_submission_command(app: CommandContext, request: Request) -> Reply:
     with session_scope(app.engine) as session:
         submission_id = int(request.args["id"])
         submission = session.get(Submission, submission_id)
@@ -253,7 +249,7 @@ def get_submission_command(app: Kernelcup, request: Request) -> Reply:
     Param("hidden", Kind.FLAG, "only its creator and admins see it"),
     role=Role.CREATOR,
 )
-def create_command(app: Kernelcup, request: Request) -> Reply:
+def create_command(app: CommandContext, request: Request) -> Reply:
     now = app.now()
     deadline = parse_when(str(request.args["deadline"]), now)
     if deadline <= now:
@@ -283,7 +279,7 @@ def create_command(app: Kernelcup, request: Request) -> Reply:
     Param("yes", Kind.FLAG, "confirm"),
     role=Role.CREATOR,
 )
-def delete_command(app: Kernelcup, request: Request) -> Reply:
+def delete_command(app: CommandContext, request: Request) -> Reply:
     def delete(session: Session) -> tuple[Leaderboard, int, bool]:
         board = get_leaderboard(session, request.args["leaderboard"])
         user = user_for(session, request.actor)

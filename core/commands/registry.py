@@ -1,20 +1,26 @@
-"""The command registry: every adapter builds its menus from it, so a command added here
-appears on every platform. Handlers are plain functions of (context, request) -> Reply."""
+"""The command registry: what a command is, and the ``@command`` decorator that records one.
+Every adapter builds its menus from the full list (``core.commands.catalog``), so a command
+added to the core appears on every platform. Handlers are plain functions of
+(context, request) -> Reply; the context is the part of the core a command may use."""
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from core.errors import UserError
 from core.messages import Reply, Request
 from core.models import Role
 
 if TYPE_CHECKING:
-    from core.app import Kernelcup
+    from sqlalchemy.engine import Engine
+    from sqlmodel import Session
+
+    from core.config import Settings
+    from core.leaderboards import SyncReport
 
 
 class Kind(StrEnum):
@@ -42,7 +48,32 @@ class Param:
     default: Any = None
 
 
-Handler = Callable[["Kernelcup", Request], Reply]
+class CommandContext(Protocol):
+    """What a command handler may use of the core (``core.app.Kernelcup`` is one). Handlers run
+    in a worker thread, so each of these is safe to call from one."""
+
+    @property
+    def engine(self) -> Engine: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+    def now(self) -> datetime: ...
+
+    def served_gpus(self) -> set[str]:
+        """GPUs that some configured runner can take now."""
+        ...
+
+    def sync_leaderboards(self, session: Session) -> SyncReport: ...
+
+    def reschedule(self, board_id: int | None = None) -> None:
+        """A leaderboard changed (or all, ``None``): its deadline jobs follow the row."""
+        ...
+
+    def cancel_jobs(self, job_ids: list[int]) -> None: ...
+
+
+Handler = Callable[[CommandContext, Request], Reply]
 
 
 @dataclass(frozen=True)
@@ -73,84 +104,13 @@ def command(
     return register
 
 
-def commands() -> list[Command]:
-    from core.commands import admin, leaderboard, submit, tokens  # noqa: F401  (registers them)
-
+def registered() -> list[Command]:
+    """The commands registered so far, by group and name: all of them once
+    ``core.commands.catalog`` is imported, which every way to run a command goes through."""
     return sorted(REGISTRY.values(), key=lambda c: (c.group, c.name))
 
 
-def find_command(name: str) -> Command:
-    commands()
-    found = REGISTRY.get(name)
-    if found is None:
-        import difflib
-
-        close = difflib.get_close_matches(name, list(REGISTRY), n=1)
-        hint = f"Did you mean {close[0]}? " if close else ""
-        raise UserError(f"There is no command {name!r}.", hint + "Type `help` for the list.")
-    return found
-
-
-GROUPS = ("leaderboard", "admin")
-
-
-def parse_line(line: str) -> tuple[str, dict[str, Any]]:
-    """Parse a chat line such as ``/leaderboard submit ranked kernel.py --gpu H100``.
-
-    Positional values fill the command's positional parameters in order; ``--name value`` sets
-    any parameter; ``--flag`` sets a flag; a parameter marked ``many`` may repeat.
-    """
-    try:
-        words = shlex.split(line)
-    except ValueError as exc:
-        raise UserError(f"Cannot read that command: {exc}.", "Check the quotes.") from exc
-    if words and words[0].lstrip("/") in GROUPS:
-        words = words[1:]
-    if not words:
-        return "help", {}
-    cmd = find_command(words[0])
-    args: dict[str, Any] = {}
-    positional = [p for p in cmd.params if p.positional]
-    rest = words[1:]
-    i = 0
-    while i < len(rest):
-        word = rest[i]
-        if word.startswith("--") and len(word) > 2:
-            name = word[2:].replace("-", "_")
-            value: str | None = None
-            if "=" in name:
-                name, value = name.split("=", 1)
-            param = _param(cmd, name)
-            if param.kind is Kind.FLAG:
-                args[name] = True
-            else:
-                if value is None:
-                    i += 1
-                    if i >= len(rest):
-                        raise UserError(f"--{param.name} needs a value.", param.help)
-                    value = rest[i]
-                _put(args, param, value)
-        else:
-            if not positional:
-                raise UserError(f"Unexpected {word!r} for {cmd.name}.", usage(cmd))
-            param = positional[0] if positional[0].many else positional.pop(0)
-            _put(args, param, word)
-        i += 1
-    return cmd.name, args
-
-
-def _param(cmd: Command, name: str) -> Param:
-    for param in cmd.params:
-        if param.name == name:
-            return param
-    raise UserError(f"{cmd.name} has no option --{name}.", usage(cmd))
-
-
-def _put(args: dict[str, Any], param: Param, value: str) -> None:
-    if param.many:
-        args.setdefault(param.name, []).extend(v for v in value.split(",") if v)
-    else:
-        args[param.name] = value
+GROUPS = ("leaderboard", "admin")  # the slash-command groups on chat platforms
 
 
 def coerce_args(cmd: Command, raw: dict[str, Any]) -> dict[str, Any]:

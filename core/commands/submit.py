@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from sqlmodel import col, select
 
-from core.commands.registry import Kind, Param, command
+from core.commands.registry import CommandContext, Kind, Param, command
 from core.db import session_scope
 from core.errors import Forbidden, NotFound, UserError
 from core.messages import Block, ProgressBlock, Reply, Request, Text
@@ -15,9 +13,6 @@ from core.permissions import allows
 from core.submissions import SubmissionFile, submit
 from core.users import user_for
 from harness.spec import Mode
-
-if TYPE_CHECKING:
-    from core.app import Kernelcup
 
 MODES = tuple(m.value for m in Mode)
 
@@ -30,7 +25,7 @@ MODES = tuple(m.value for m in Mode)
     Param("leaderboard", Kind.LEADERBOARD, "default: the file's #!POPCORN leaderboard line"),
     Param("gpu", Kind.GPU, "GPUs to run on (default: the file's #!POPCORN gpus line)", many=True),
 )
-def submit_command(app: Kernelcup, request: Request) -> Reply:
+def submit_command(app: CommandContext, request: Request) -> Reply:
     if not request.attachments:
         raise UserError("Attach the file to submit.", "A .py file that defines custom_kernel, or a .cu file.")
     if len(request.attachments) > 1:
@@ -65,7 +60,7 @@ def submit_command(app: Kernelcup, request: Request) -> Reply:
     "cancel a submission's jobs that have not finished",
     Param("id", Kind.INT, "submission id", required=True, positional=True),
 )
-def cancel_command(app: Kernelcup, request: Request) -> Reply:
+def cancel_command(app: CommandContext, request: Request) -> Reply:
     with session_scope(app.engine) as session:
         submission = session.get(Submission, int(request.args["id"]))
         if submission is None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from core.commands.registry import Kind, Param, command
+from core.commands.registry import CommandContext, Kind, Param, command
 from core.db import session_scope
 from core.errors import NotFound
 from core.messages import Actor, Code, Reply, Request, Text
@@ -19,7 +19,6 @@ from core.users import find_user, user_for
 if TYPE_CHECKING:
     from sqlmodel import Session
 
-    from core.app import Kernelcup
 
 
 @command(
@@ -28,7 +27,7 @@ if TYPE_CHECKING:
     Param("user", Kind.USER, "admins: a token for this user (created if it is a new identity)", positional=True),
     Param("revoke", Kind.FLAG, "revoke every token instead of issuing one"),
 )
-def token_command(app: Kernelcup, request: Request) -> Reply:
+def token_command(app: CommandContext, request: Request) -> Reply:
     other = request.args["user"]
     now = app.now()
     with session_scope(app.engine) as session:

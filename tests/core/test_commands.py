@@ -9,7 +9,8 @@ from pathlib import Path
 from sqlmodel import Session, select
 
 from core.app import Kernelcup
-from core.commands.registry import commands, parse_line
+from core.commands.catalog import commands
+from core.commands.parsing import parse_line
 from core.messages import File, Table, Text
 from core.models import Leaderboard
 from tests.core.conftest import ALICE, BOB, ROOT, InstantRunner, finish, request, solution

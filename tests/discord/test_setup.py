@@ -13,10 +13,10 @@ from adapters.discord.adapter import DiscordAdapter
 from adapters.discord.config import ConfigError, DiscordConfig
 from core.announcements import Announcement, Occasion
 from core.app import Kernelcup
-from core.commands.registry import commands
+from core.commands.catalog import commands
 from core.config import Settings, load_settings
 from core.messages import Reply, Table, Text
-from core.plugins import load_adapters
+from core.plugins import DeferredAdapter, load_adapters
 from tests.discord.fake_discord import GUILD_ID, SUBMIT_CHANNEL, FakeDiscord, embeds_of
 
 
@@ -60,7 +60,9 @@ def test_the_adapter_runs_only_with_a_token() -> None:
     assert DiscordAdapter.configured({"DISCORD_TOKEN": "abc"})
     assert not DiscordAdapter.configured({"DISCORD_TOKEN": " "})
     assert not DiscordAdapter.configured({})
-    assert load_adapters()["discord"] is DiscordAdapter
+    entry = load_adapters()["discord"]
+    assert entry.configured({"DISCORD_TOKEN": "abc"}) and not entry.configured({})
+    assert isinstance(entry, DeferredAdapter) and entry.target == "adapters.discord.adapter:DiscordAdapter"
 
 
 def test_ids_can_come_from_an_environment_variable() -> None:

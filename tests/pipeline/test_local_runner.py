@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from core.plugins import load_runners, runners_by_gpu
-from core.runner import RunContext, RunnerError
+from core.plugins import load_runners
+from core.runner import RunContext, RunnerError, runners_by_gpu
 from harness.spec import GpuInfo, JobSpec, Mode, Progress, Result, Status, TaskConfig
 from runners.local import LocalRunner, detect_gpu, harness_env
 

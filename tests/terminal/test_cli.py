@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+import io
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from rich.console import Console
+
+from adapters.terminal.cli import handle_request
+from adapters.terminal.render import TerminalRenderer
+from adapters.terminal.session import open_app, terminal_actor
+from core.config import load_settings
+from core.messages import Attachment, Request
+from runners.local import LocalRunner
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNELCUP = [sys.executable, "-m", "adapters.terminal"]
@@ -72,3 +82,55 @@ def test_help_is_generated_from_the_command_registry(tmp_path: Path, command: st
     done = kernelcup(tmp_path, *command.split())
     assert done.returncode == 0
     assert "Usage" in done.stdout
+
+
+@pytest.mark.parametrize(("env", "says"), [
+    ({"KERNELCUP_LIMITS__MAX_FILE_BYTES": "lots"}, "limits.max_file_bytes must be a whole number, not 'lots'"),
+    ({"KERNELCUP_DEFAULT_DEADLINE_DAYS": "1.5"}, "default_deadline_days must be a whole number"),
+    ({"KERNELCUP_DEFAULT_DEADLINE_DAYS": "100000000"}, "default_deadline_days must be from 1 to 36500"),
+    ({"KERNELCUP_LIMITS__MAX_FILEBYTES": "3"}, "There is no setting limits.max_filebytes"),
+    ({"KERNELCUP_CONFIG": "/nowhere/kernelcup.yml"}, "Cannot read the config file /nowhere/kernelcup.yml"),
+])
+def test_a_setup_that_cannot_work_is_one_message_and_exit_4(tmp_path: Path, env: dict[str, str], says: str) -> None:
+    done = kernelcup(tmp_path, "list", **env)
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert says in " ".join(done.stderr.split())
+    assert "Traceback" not in done.stderr and "╭" not in done.stderr and done.stdout == ""
+
+
+def test_folders_that_no_served_gpu_can_open_are_named_in_one_line(tmp_path: Path) -> None:
+    done = kernelcup(tmp_path, "list", KERNELCUP_GPUS__CPU__RUNNER="nowhere")
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stderr.split())
+    assert said.startswith("Not loaded: conv2d, grayscale") and said.count("no runner serves a GPU here") == 1
+    refused = kernelcup(tmp_path, "submit", "test", str(ROOT / "leaderboards/vectoradd/solutions/pytorch.py"),
+                        KERNELCUP_GPUS__CPU__RUNNER="nowhere")
+    assert refused.returncode == 1
+    assert "There is no leaderboard 'vectoradd'" in refused.stdout and "Traceback" not in refused.stderr
+
+
+def test_an_unknown_leaderboard_is_one_message_and_exit_1(tmp_path: Path) -> None:
+    done = kernelcup(tmp_path, "show", "nosuch")
+    assert done.returncode == 1
+    assert "There is no leaderboard 'nosuch'" in done.stdout and "Traceback" not in done.stdout + done.stderr
+
+
+
+def test_submit_ends_the_harness_started_for_a_next_job_before_its_loop_closes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A harness left running past ``asyncio.run`` keeps its subprocess transport open: Python 3.12
+    then prints 'Exception ignored ... Event loop is closed' at exit (3.11 stays silent)."""
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings(env={"KERNELCUP_DATABASE_URL": f"sqlite:///{tmp_path}/kernelcup.db",
+                                  "KERNELCUP_LEADERBOARDS_DIR": str(ROOT / "leaderboards"),
+                                  "KERNELCUP_RUNNERS__LOCAL__STANDBY": "1"})
+    app = open_app(settings, log_file=tmp_path / "kernelcup.log")
+    runner = app.runners["local"]
+    assert isinstance(runner, LocalRunner)
+    solution = ROOT / "leaderboards/identity/solutions/pytorch.py"
+    request = Request(actor=terminal_actor(), command="submit", args={"mode": "test", "file": solution.name},
+                      attachments=[Attachment(solution.name, solution.read_bytes())])
+    renderer = TerminalRenderer(Console(file=io.StringIO()), tmp_path / "files")
+    assert asyncio.run(handle_request(app, request, renderer)) == 0
+    assert runner.standby_pid is None

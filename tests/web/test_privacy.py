@@ -16,7 +16,8 @@ from adapters.web.app import create_app
 from adapters.web.auth import COOKIE
 from adapters.web.settings import WebSettings
 from core.app import Kernelcup
-from core.commands.registry import Kind, commands
+from core.commands.catalog import commands
+from core.commands.registry import Kind
 from core.db import session_scope
 from core.models import Leaderboard
 from tests.web.conftest import ALICE, Clock, Tokens, bearer, finish, solution, submit

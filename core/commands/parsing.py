@@ -1,0 +1,70 @@
+"""Reading a typed command line, as people type it in a chat or the console, into a command's
+name and arguments."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from core.commands.catalog import find_command
+from core.commands.registry import GROUPS, Command, Kind, Param, usage
+from core.errors import UserError
+
+
+def parse_line(line: str) -> tuple[str, dict[str, Any]]:
+    """Parse a chat line such as ``/leaderboard submit ranked kernel.py --gpu H100``.
+
+    Positional values fill the command's positional parameters in order; ``--name value`` sets
+    any parameter; ``--flag`` sets a flag; a parameter marked ``many`` may repeat.
+    """
+    try:
+        words = shlex.split(line)
+    except ValueError as exc:
+        raise UserError(f"Cannot read that command: {exc}.", "Check the quotes.") from exc
+    if words and words[0].lstrip("/") in GROUPS:
+        words = words[1:]
+    if not words:
+        return "help", {}
+    cmd = find_command(words[0])
+    args: dict[str, Any] = {}
+    positional = [p for p in cmd.params if p.positional]
+    rest = words[1:]
+    i = 0
+    while i < len(rest):
+        word = rest[i]
+        if word.startswith("--") and len(word) > 2:
+            name = word[2:].replace("-", "_")
+            value: str | None = None
+            if "=" in name:
+                name, value = name.split("=", 1)
+            param = _param(cmd, name)
+            if param.kind is Kind.FLAG:
+                args[name] = True
+            else:
+                if value is None:
+                    i += 1
+                    if i >= len(rest):
+                        raise UserError(f"--{param.name} needs a value.", param.help)
+                    value = rest[i]
+                _put(args, param, value)
+        else:
+            if not positional:
+                raise UserError(f"Unexpected {word!r} for {cmd.name}.", usage(cmd))
+            param = positional[0] if positional[0].many else positional.pop(0)
+            _put(args, param, word)
+        i += 1
+    return cmd.name, args
+
+
+def _param(cmd: Command, name: str) -> Param:
+    for param in cmd.params:
+        if param.name == name:
+            return param
+    raise UserError(f"{cmd.name} has no option --{name}.", usage(cmd))
+
+
+def _put(args: dict[str, Any], param: Param, value: str) -> None:
+    if param.many:
+        args.setdefault(param.name, []).extend(v for v in value.split(",") if v)
+    else:
+        args[param.name] = value

@@ -1,0 +1,71 @@
+"""kernelcup next to another distribution that owns a top-level ``adapters`` (AdapterHub's, for
+transformers): both must import, and removing one must leave the other whole.
+
+Today kernelcup ships ``core``, ``adapters``, ``runners`` and ``harness`` at the top of
+site-packages, so pip puts both distributions' files in one ``adapters/`` folder without a word:
+the last one installed wins ``adapters/__init__.py``, which both list as theirs, so uninstalling
+kernelcup deletes the other distribution's package with it. Moving kernelcup's packages under
+its own namespace (issue #15) fixes it; this test then passes, and strict xfail says to drop the
+mark.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def dummy_wheel(folder: Path) -> Path:
+    """A distribution ``adapters`` whose package ``adapters`` says who it is."""
+    files = {
+        "adapters/__init__.py": b"WHO = 'the other adapters'\n",
+        "adapters-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: adapters\nVersion: 1.0\n",
+        "adapters-1.0.dist-info/WHEEL": (b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                                         b"Tag: py3-none-any\n"),
+    }
+    record = [f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},"
+              f"{len(data)}" for name, data in files.items()]
+    path = folder / "adapters-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as wheel:
+        for name, data in files.items():
+            wheel.writestr(name, data)
+        wheel.writestr("adapters-1.0.dist-info/RECORD", "\n".join([*record, "adapters-1.0.dist-info/RECORD,,"]) + "\n")
+    return path
+
+
+def run(*command: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(part) for part in command], capture_output=True, text=True, timeout=300, check=False,
+                          cwd=cwd)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="kernelcup's top-level packages share site-packages/adapters with "
+                                       "another distribution until they move under a kernelcup namespace")
+def test_kernelcup_and_another_adapters_distribution_both_survive(tmp_path: Path) -> None:
+    built = run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", tmp_path, ROOT)
+    shutil.rmtree(ROOT / "build", ignore_errors=True)  # setuptools builds in the source tree
+    assert built.returncode == 0, built.stderr
+    kernelcup = next(tmp_path.glob("kernelcup-*.whl"))
+    venv = tmp_path / "venv"
+    assert run(sys.executable, "-m", "venv", "--without-pip", venv).returncode == 0
+    python = venv / "bin" / "python"
+    pip = (sys.executable, "-m", "pip", "--python", python)
+    for wheel in (kernelcup, dummy_wheel(tmp_path)):
+        installed = run(*pip, "install", "-q", "--no-deps", wheel)
+        assert installed.returncode == 0, installed.stderr
+    probe = ("import adapters, importlib.util; "
+             "print(getattr(adapters, 'WHO', None), importlib.util.find_spec('adapters.terminal') is not None)")
+    assert run(python, "-c", probe, cwd=tmp_path).stdout.split() == ["the", "other", "adapters", "True"]
+    removed = run(*pip, "uninstall", "-q", "-y", "kernelcup")
+    assert removed.returncode == 0, removed.stderr
+    survivor = run(python, "-c", "import adapters; print(adapters.WHO)", cwd=tmp_path)
+    assert survivor.stdout.strip() == "the other adapters", survivor.stderr
