@@ -3,8 +3,8 @@
 # extras into a fresh venv (torch CPU first), run the embedded default (list, submit test, serve)
 # and check the exit codes README documents, no "Traceback" and no "Exception ignored". Then each
 # extra alone, in a venv layered over the base one (a .pth file: torch is not installed again),
-# and the CLI on Python 3.12 where one is found (without torch: no CPU build of torch 2.13.0 for
-# 3.12 is on this machine, so there the job fails, cleanly, and the event loop must close clean).
+# and the CLI on Python 3.12 and 3.13 where found (without torch: no CPU build of torch 2.13.0 for
+# them is on this machine, so there the job fails, cleanly, and the event loop must close clean).
 # Usage: tests/install/check_wheel.sh [python3.11]   (from .ci/run, after make test)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -124,15 +124,23 @@ extra postgres
 expect 3 postgres-unreachable env KERNELCUP_DATABASE_URL=postgresql://kc@127.0.0.1:1/kc "$PY" -m adapters.terminal list
 say "each extra checked; $((SECONDS - start)) s so far"
 
-PY312=""
-for candidate in $(ls -d /root/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null) "$(command -v python3.12 || true)"; do
-    if [ -n "$candidate" ] && "$candidate" -c "pass" 2>/dev/null; then PY312="$candidate"; break; fi
-done
-if [ -n "$PY312" ]; then
-    say "Python 3.12 ($PY312): the wheel without torch"
-    "$PY312" -m venv "$WORK/py312"
+# Every other supported Python: the wheel without torch (no CPU build of torch 2.13.0 for them
+# is on this machine), so the job fails, cleanly, and the event loop must close clean.
+for version in 3.12 3.13; do
+    other=""
+    for candidate in $(ls -d /root/.pyenv/versions/$version*/bin/python$version 2>/dev/null) \
+            "$(command -v python$version || true)"; do
+        if [ -n "$candidate" ] && "$candidate" -c "pass" 2>/dev/null; then other="$candidate"; break; fi
+    done
+    if [ -z "$other" ]; then
+        say "no Python $version here: its check is skipped"
+        continue
+    fi
+    tag="py${version/./}"
+    say "Python $version ($other): the wheel without torch"
+    "$other" -m venv "$WORK/$tag"
     # The base requirements but torch, from the wheel's own metadata.
-    "$WORK/py312/bin/python" - "$WHEEL" >"$WORK/py312-requirements.txt" <<'EOF'
+    "$WORK/$tag/bin/python" - "$WHEEL" >"$WORK/$tag-requirements.txt" <<'EOF'
 import sys, zipfile
 from email.parser import Parser
 with zipfile.ZipFile(sys.argv[1]) as wheel:
@@ -142,15 +150,13 @@ for requirement in metadata.get_all("Requires-Dist") or []:
     if "extra ==" not in requirement and not requirement.startswith("torch"):
         print(requirement)
 EOF
-    "$WORK/py312/bin/pip" install -q -r "$WORK/py312-requirements.txt" 2>&1 | grep -v "^WARNING" || true
-    "$WORK/py312/bin/pip" install -q --no-deps "$WHEEL" 2>&1 | grep -v "^WARNING" || true
-    expect 0 py312-list env KERNELCUP_DATABASE_URL="$(db py312)" "$WORK/py312/bin/kernelcup" list
-    expect 1 py312-submit env KERNELCUP_DATABASE_URL="$(db py312)" KERNELCUP_RUNNERS__LOCAL__STANDBY=1 \
-        "$WORK/py312/bin/kernelcup" submit test "$SOLUTIONS/pytorch.py"
-    contains py312-submit "$OUT" "No module named 'torch'"
-else
-    say "no Python 3.12 here: its check is skipped"
-fi
+    "$WORK/$tag/bin/pip" install -q -r "$WORK/$tag-requirements.txt" 2>&1 | grep -v "^WARNING" || true
+    "$WORK/$tag/bin/pip" install -q --no-deps "$WHEEL" 2>&1 | grep -v "^WARNING" || true
+    expect 0 "$tag-list" env KERNELCUP_DATABASE_URL="$(db "$tag")" "$WORK/$tag/bin/kernelcup" list
+    expect 1 "$tag-submit" env KERNELCUP_DATABASE_URL="$(db "$tag")" KERNELCUP_RUNNERS__LOCAL__STANDBY=1 \
+        "$WORK/$tag/bin/kernelcup" submit test "$SOLUTIONS/pytorch.py"
+    contains "$tag-submit" "$OUT" "No module named 'torch'"
+done
 
 say "done in $((SECONDS - start)) s"
 exit "$FAILED"
