@@ -10,10 +10,10 @@ part is imported before it is configured: an adapter's entry point can be a
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -88,16 +88,7 @@ def log_part_off(kind: str, entry: EntryPoint, missing: ModuleNotFoundError) -> 
 
 def runner_classes(wanted: list[str] | None = None) -> dict[str, RunnerFactory]:
     """Runner names to their classes; one that fails to import (its SDK missing) is skipped."""
-    found: dict[str, RunnerFactory] = {}
-    for entry in entry_points(group=RUNNERS):
-        if wanted is not None and entry.name not in wanted:
-            continue
-        try:
-            found[entry.name] = entry.load()
-        except ModuleNotFoundError as exc:
-            log_part_off("runner", entry, exc)
-        except Exception as exc:
-            log.warning("runner not loadable", runner=entry.name, error=repr(exc))
+    found: dict[str, RunnerFactory] = _loaded(RUNNERS, "runner", wanted)
     return found
 
 
@@ -121,14 +112,23 @@ def load_runners(settings: Settings, classes: Mapping[str, RunnerFactory] | None
 
 def load_adapters() -> dict[str, AdapterFactory]:
     """Adapter names to their factories; one that fails to import is skipped (and logged)."""
-    found: dict[str, AdapterFactory] = {}
-    for entry in entry_points(group=ADAPTERS):
+    found: dict[str, AdapterFactory] = _loaded(ADAPTERS, "adapter")
+    return found
+
+
+def _loaded(group: str, part: str, wanted: Collection[str] | None = None) -> dict[str, Any]:
+    """Each entry point of ``group`` (or only the ``wanted`` names), loaded; one whose package is
+    missing is logged as a part that is off, any other failure as not loadable, and skipped."""
+    found: dict[str, Any] = {}
+    for entry in entry_points(group=group):
+        if wanted is not None and entry.name not in wanted:
+            continue
         try:
             found[entry.name] = entry.load()
         except ModuleNotFoundError as exc:
-            log_part_off("adapter", entry, exc)
+            log_part_off(part, entry, exc)
         except Exception as exc:
-            log.warning("adapter not loadable", adapter=entry.name, error=repr(exc))
+            log.warning(f"{part} not loadable", **{part: entry.name}, error=repr(exc))
     return found
 
 
