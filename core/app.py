@@ -75,6 +75,18 @@ class Kernelcup:
         if self.scheduling is not None:
             await self.scheduling.start()
 
+    async def start_for_one_submission(self) -> None:
+        """The terminal's ``submit``: workers for the one submission this process runs, then exits.
+
+        Runners start with ``one_shot`` (the local runner's standby harness starts now, beside the
+        command's own work, and none is started after the job for a next one that never comes);
+        no scheduler."""
+        for runner in self.runners.values():
+            start = getattr(runner, "start", None)
+            if start is not None:
+                await start(one_shot=True)
+        await self.pipeline.start()
+
     async def stop(self, drain_s: float = 10.0) -> None:
         """Stop serving; running jobs get ``drain_s`` to finish, then go back to the queue."""
         if self.scheduling is not None:

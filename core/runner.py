@@ -40,6 +40,11 @@ class RunnerError(Exception):
 
 @runtime_checkable
 class Runner(Protocol):
+    """A back end that runs the harness. Optional hooks, called when present:
+    ``async start(one_shot: bool = False)`` when the bot starts (``one_shot``: the process runs
+    one submission and exits, so keep nothing ready after it) and ``async aclose()`` when it
+    stops."""
+
     name: str
 
     def gpus(self) -> list[str]:

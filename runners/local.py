@@ -119,11 +119,14 @@ class LocalRunner:
         self._standby_wanted = standby_count(settings, self._gpu) if standby is None else standby
         self._standby: _Harness | None = None
         self._closed = False
+        self._one_shot = False
         self._hide = _runner_folders(settings)
 
-    async def start(self) -> None:
-        """Start the first standby harness (called when the bot starts)."""
+    async def start(self, one_shot: bool = False) -> None:
+        """Start the first standby harness (called when the bot starts). ``one_shot``: the process
+        runs one submission and exits (the terminal's ``submit``): no standby after its jobs."""
         self._closed = False
+        self._one_shot = one_shot
         await self._refill()
 
     async def aclose(self) -> None:
@@ -223,7 +226,8 @@ class LocalRunner:
                 await asyncio.wait_for(_reap(process, stderr_reader), EXIT_GRACE_S)
             stderr_reader.cancel()
             await asyncio.to_thread(shutil.rmtree, workdir, True)
-            await self._refill()  # after the job: at concurrency 1 it never starts beside a timed one
+            if not self._one_shot:
+                await self._refill()  # after the job: at concurrency 1 it never starts beside a timed one
         if result is not None:
             return result
         if context.job_id in self._cancelled:

@@ -157,7 +157,7 @@ async def handle_request(kernelcup: Kernelcup, request: Request, renderer: Termi
         reply = await kernelcup.handle(request)
         renderer.reply(reply)
         return EXIT_OK if reply.ok else EXIT_FAILED
-    await kernelcup.pipeline.start()
+    await kernelcup.start_for_one_submission()
     try:
         reply = await kernelcup.handle(request)
         renderer.reply(reply)

@@ -182,6 +182,21 @@ async def test_a_standby_harness_takes_the_next_job_and_another_starts_after_it(
     assert not alive(second)
 
 
+async def test_a_one_shot_runner_starts_its_standby_at_once_and_none_after_the_job() -> None:
+    # The terminal's submit: the harness starts beside the command's own work, and nothing is
+    # started for a next job that never comes.
+    runner = LocalRunner(harness_command=fake_harness("pid"), gpu="cpu", standby=1)
+    await runner.start(one_shot=True)
+    try:
+        ready = runner.standby_pid
+        assert ready is not None
+        result, _ = await run(runner, job_id=1)
+        assert result.status is Status.PASSED and result.stdout == str(ready)
+        assert runner.standby_pid is None
+    finally:
+        await runner.aclose()
+
+
 async def test_a_dead_standby_is_replaced_by_a_fresh_harness() -> None:
     runner = LocalRunner(harness_command=fake_harness("pid"), gpu="cpu", standby=1)
     await runner.start()
