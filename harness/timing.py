@@ -15,7 +15,7 @@ One timed GPU call::
     t0; sleep kernel; start event       the sleep keeps the GPU busy while the host launches
     fence: every pool stream waits      work the call queues on torch's side streams cannot start
       for the start event, then marks   before the timed region (not during the sleep)
-    call custom_kernel
+    t1; call custom_kernel; t2          host launch time = t2 - t1
     every pool stream: a join event     when that stream's share of the call ended
     end event; synchronize device; t3   device-wide: work hidden on other streams is waited for
     time = max(end, joins of streams    work left on a side stream counts, joined by the
@@ -33,8 +33,9 @@ empty default stream. Streams created with ``cudaStreamCreate`` are blocking: th
 the default stream by themselves. A stream did work in the call when its join came later than
 its mark by more than ``SIDE_WORK_MIN_NS`` (any kernel takes longer). Nothing is added to the
 timed stream itself, so a call that uses one stream is timed exactly as before; the fence, the
-marks and the joins are host work before the end event is issued, so the sleep is sized to
-cover them too (``host_ns``).
+marks and the joins are host work before the end event is issued, so the sleep covers their
+measured cost on top of the submission's own launch time (which alone is capped at
+``MAX_SLEEP_NS``).
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ class Reading:
     output: Any
     event_ns: float  # GPU time between the events (host time on the CPU)
     wall_ns: float  # host time from before the sleep to after the device synchronize
-    host_ns: float  # host time from the sleep's launch to the end event's (the sleep must cover it)
+    host_ns: float  # host time spent inside custom_kernel
 
 
 class CpuTimer:
@@ -121,6 +122,7 @@ class CudaTimer:
         self._side = _pool_streams(device_index)
         self._marks = [event_type(enable_timing=True) for _ in self._side]
         self._joins = [event_type(enable_timing=True) for _ in self._side]
+        self._fence_ns = 0.0  # host time of the last call's fence, marks and joins
 
     def _prepare(self) -> torch.Tensor:
         props = torch.cuda.get_device_properties(self._device_index)
@@ -156,7 +158,8 @@ class CudaTimer:
             return
         ordered = sorted(host_ns)
         p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
-        self.sleep_ns = float(min(MAX_SLEEP_NS, max(MIN_SLEEP_NS, 1.5 * p90 + MIN_SLEEP_NS)))
+        launches = min(MAX_SLEEP_NS, max(MIN_SLEEP_NS, 1.5 * p90 + MIN_SLEEP_NS))
+        self.sleep_ns = float(launches + 1.5 * self._fence_ns)
 
     def flush_l2(self) -> None:
         """Evict L2 by reading twice its size, then wait: the state every timed call starts in."""
@@ -171,21 +174,25 @@ class CudaTimer:
         t0 = self._now()
         self._sleep(int(self.sleep_ns * self._cycles_per_ns))
         self._record(self._start, self._stream)
+        fence = self._now()
         for side, mark in zip(self._side, self._marks, strict=True):
             self._wait(self._start, side)
             self._record(mark, side)
+        t1 = self._now()
         output = function(data)
+        t2 = self._now()
         for side, joined in zip(self._side, self._joins, strict=True):
             self._record(joined, side)
-        t2 = self._now()
+        joined_at = self._now()
         self._record(self._end, self._stream)
         self._synchronize()
         t3 = self._now()
+        self._fence_ns = float((t1 - fence) + (joined_at - t2))
         event_ns = self._elapsed_ms(self._start, self._end) * 1e6
         for mark, joined in zip(self._marks, self._joins, strict=True):
             if self._elapsed_ms(mark, joined) * 1e6 > SIDE_WORK_MIN_NS:
                 event_ns = max(event_ns, self._elapsed_ms(self._start, joined) * 1e6)
-        return Reading(output, event_ns, float(t3 - t0), float(t2 - t0))
+        return Reading(output, event_ns, float(t3 - t0), float(t2 - t1))
 
 
 def _pool_streams(device_index: int) -> list[torch.cuda.Stream]:
