@@ -136,12 +136,15 @@ class ThrottledEdits:
         while self._pending is not None:
             await self._wait_turn()
             embed, self._pending = self._pending, None
-            self._last = self._monotonic()
             try:
                 await self._edit(embed)
                 self.edits += 1
             except discord.HTTPException as error:
                 log.warning("progress edit failed", status=error.status, code=error.code, error=error.text)
+            finally:
+                # Counted from when the edit is done, not begun: a slow edit (a loaded database
+                # read, a slow request) must not let the next one follow it within the interval.
+                self._last = self._monotonic()
 
     async def _wait_turn(self) -> None:
         wait = self._last + self._interval_s - self._monotonic()

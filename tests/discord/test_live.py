@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
+
+import discord
 
 from adapters.discord.adapter import DiscordAdapter
+from adapters.discord.live import ThrottledEdits
 from tests.discord.conftest import Clock, GatedRunner, Send, final_edit, settled, submit
 from tests.discord.fake_discord import ALICE, OTHER_CHANNEL, SUBMIT_CHANNEL, FakeDiscord, embeds_of, slash
 
@@ -86,3 +90,21 @@ async def test_a_deleted_channel_ends_the_conversation_but_not_the_bot(
     send(later := slash(fake, "leaderboard", "list", channel_id=OTHER_CHANNEL))
     answer = await fake.wait_for(lambda c: c.path.endswith(f"{later['token']}/callback"))
     assert "Leaderboards" in embeds_of(answer[0])[0]["description"]
+
+
+async def test_the_interval_counts_from_the_end_of_a_slow_edit() -> None:
+    # A progress edit that takes long (a loaded database read, a slow request) must not let the
+    # next edit reach Discord within the interval of it (seen on a loaded CI box: 30 ms apart).
+    started: list[float] = []
+
+    async def slow_edit(embed: discord.Embed) -> None:
+        started.append(time.monotonic())
+        await asyncio.sleep(0.2)
+
+    edits = ThrottledEdits(slow_edit, 0.3)
+    edits.show(discord.Embed(title="first"))
+    await asyncio.sleep(0.05)
+    edits.show(discord.Embed(title="second"))
+    await edits.settle()
+    assert len(started) == 2
+    assert started[1] - started[0] >= 0.2 + 0.3 * 0.95
