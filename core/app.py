@@ -81,10 +81,7 @@ class Kernelcup:
         Runners start with ``one_shot`` (the local runner's standby harness starts now, beside the
         command's own work, and none is started after the job for a next one that never comes);
         no scheduler."""
-        for runner in self.runners.values():
-            start = getattr(runner, "start", None)
-            if start is not None:
-                await start(one_shot=True)
+        await self._each_runner("start", one_shot=True)
         await self.pipeline.start()
 
     async def stop(self, drain_s: float = 10.0) -> None:
@@ -96,12 +93,12 @@ class Kernelcup:
         if self._announcing:
             await asyncio.wait(list(self._announcing), timeout=10)
 
-    async def _each_runner(self, hook: str) -> None:
+    async def _each_runner(self, hook: str, **options: bool) -> None:
         """A runner's optional ``start``/``aclose`` (the local runner's standby harness)."""
         for runner in self.runners.values():
             method = getattr(runner, hook, None)
             if method is not None:
-                await method()
+                await method(**options)
 
     def reschedule(self, board_id: int | None = None) -> None:
         """A command changed a leaderboard (or all, ``None``): its deadline jobs follow the row."""

@@ -61,24 +61,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(REPO), str(REPO / "tests" / "harness"), str(HERE)]
-try:
-    import yaml  # noqa: F401
-except ImportError:  # GPU images often lack PyYAML: task.yml needs only a small subset
-    import taskyml
+import script_paths  # noqa: F401  (first: the repository on the path, and a YAML reader)
 
-    sys.modules["yaml"] = taskyml
+# isort: split
+from conftest import run_harness
 
-from conftest import run_harness  # noqa: E402
-
-from core.errors import UserError  # noqa: E402
-from core.jobspec import spec_for  # noqa: E402
-from core.problem_sets import find_task_folders  # noqa: E402
-from core.tasks import TaskFolder, read_task_folder, submission_file_name, task_config  # noqa: E402
-from harness.cuda_eval import Report  # noqa: E402
-from harness.spec import GpuInfo, Mode, Result, Status  # noqa: E402
+from core.errors import UserError
+from core.jobspec import spec_for
+from core.problem_sets import find_task_folders
+from core.tasks import TaskFolder, read_task_folder, submission_file_name, task_config
+from harness.cuda_eval import Report
+from harness.spec import GpuInfo, Mode, Result, Status
 
 # Every problem of pmpp_v2, and problems of the other NVIDIA-runnable sets.
 DEFAULT_SETS = ("pmpp_v2", "bioml", "princeton", "linalg", "pmpp", "helion", "nvidia")

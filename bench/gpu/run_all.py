@@ -51,21 +51,14 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(REPO), str(REPO / "tests" / "harness"), str(HERE)]
-try:
-    import yaml  # noqa: F401
-except ImportError:  # GPU images often lack PyYAML: task.yml needs only a small subset
-    import taskyml
+from script_paths import HERE, REPO  # first: the repository on the path, and a YAML reader
 
-    sys.modules["yaml"] = taskyml
+# isort: split
+import torch
+from conftest import HarnessRun, leaderboard_spec, read_run, run_harness, start_harness
 
-import torch  # noqa: E402
-from conftest import HarnessRun, leaderboard_spec, read_run, run_harness, start_harness  # noqa: E402
-
-from harness.spec import GpuInfo, JobSpec, Mode, Result, Status  # noqa: E402
-from harness.workspace import cache_dir  # noqa: E402
+from harness.spec import GpuInfo, JobSpec, Mode, Result, Status
+from harness.workspace import cache_dir
 
 SHIPPED = REPO / "leaderboards"
 HEADER = re.compile(r"^\s*(?:#|//)\s*(expect|requires):\s*(\S+)", re.MULTILINE)

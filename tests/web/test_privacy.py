@@ -35,6 +35,15 @@ async def alice_submission(client: httpx.AsyncClient, kc: Kernelcup, tokens: Tok
     return submission_id
 
 
+def _keep_code_private_and_pass_the_deadline(kc: Kernelcup, clock: Clock) -> None:
+    """identity says its code stays private after the deadline, and the deadline is long past."""
+    with session_scope(kc.engine) as session:
+        board = session.exec(select(Leaderboard).where(Leaderboard.name == "identity")).one()
+        board.task_json = json.dumps({**json.loads(board.task_json), "code_public_after_deadline": False})
+        session.add(board)
+    clock.now += timedelta(days=400)
+
+
 def seeds(kc: Kernelcup) -> list[str]:
     with session_scope(kc.engine) as session:
         return [str(seed) for seed in session.exec(select(Leaderboard.secret_seed)).all()]
@@ -124,11 +133,7 @@ async def test_after_the_deadline_everyone_sees_the_code(
 async def test_a_leaderboard_can_keep_its_code_private_after_the_deadline(
     client: httpx.AsyncClient, kc: Kernelcup, clock: Clock, alice_submission: int
 ) -> None:
-    with session_scope(kc.engine) as session:
-        board = session.exec(select(Leaderboard).where(Leaderboard.name == "identity")).one()
-        board.task_json = json.dumps({**json.loads(board.task_json), "code_public_after_deadline": False})
-        session.add(board)
-    clock.now += timedelta(days=400)
+    _keep_code_private_and_pass_the_deadline(kc, clock)
     seen = (await client.get(f"/api/submissions/{alice_submission}")).json()
     assert seen["code_visible"] is False and seen["code"] is None
 
@@ -189,11 +194,7 @@ async def test_get_submission_shows_the_author_her_logs_and_code(
 async def test_get_submission_keeps_code_private_after_the_deadline_where_the_leaderboard_says_so(
     client: httpx.AsyncClient, kc: Kernelcup, tokens: Tokens, clock: Clock, alice_submission: int
 ) -> None:
-    with session_scope(kc.engine) as session:
-        board = session.exec(select(Leaderboard).where(Leaderboard.name == "identity")).one()
-        board.task_json = json.dumps({**json.loads(board.task_json), "code_public_after_deadline": False})
-        session.add(board)
-    clock.now += timedelta(days=400)
+    _keep_code_private_and_pass_the_deadline(kc, clock)
     text = json.dumps(await _get_submission(client, tokens.bob, alice_submission))
     assert MARKER.decode().strip() not in text and "printed by the kernel" not in text
 
