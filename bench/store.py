@@ -36,7 +36,7 @@ from sqlmodel import Session, SQLModel
 import core.models  # noqa: F401  (registers the tables)
 from core.db import make_engine, session_scope, upgrade
 from core.models import Job, Run, Submission
-from core.ranking import entry_counts, rank_of, rebuild_best, record_run, standings
+from core.ranking import entry_counts, rank_of, rebuild_best, record_run, standings, tie_labels
 
 GPUS = ("H100", "B200")
 START = datetime(2026, 9, 1, tzinfo=UTC)
@@ -188,14 +188,16 @@ def _load(engine: Engine, runs: int, users: int, seed: int) -> int:
                 for g, gpu in enumerate(GPUS):
                     passed = rng.random() < 0.9
                     score = level[owner[s]] * (1 + g) * rng.uniform(0.8, 1.5) if passed else None
+                    # Each score with its noise range, as results carry one (~±0.5%).
+                    low, high = (score * 0.995, score * 1.005) if score is not None else (None, None)
                     yield (s * len(GPUS) + g + 1, s * len(GPUS) + g + 1, s + 1, 1, owner[s] + 1,
-                           gpu, mode_of[s], passed, score, "{}", "{}", START + step * s)
+                           gpu, mode_of[s], passed, score, low, high, "{}", "{}", START + step * s)
 
         bulk_insert(
             connection,
             "run",
             ("id", "job_id", "submission_id", "leaderboard_id", "user_id", "gpu", "mode",
-             "passed", "score", "result_json", "system_json", "created_at"),
+             "passed", "score", "score_low", "score_high", "result_json", "system_json", "created_at"),
             run_rows(),
         )
         if connection.dialect.name == "postgresql":
@@ -237,7 +239,7 @@ def measure(engine: Engine, users: int, calls: int, seed: int) -> list[Timing]:
     def show(i: int) -> None:
         gpu, user = picks[i]
         with Session(engine) as session:
-            assert len(standings(session, 1, gpu, limit=50)) == 50
+            assert len(tie_labels(standings(session, 1, gpu, limit=50))) == 50
             rank_of(session, 1, gpu, user)
 
     def top(i: int) -> None:
@@ -269,8 +271,8 @@ def measure(engine: Engine, users: int, calls: int, seed: int) -> list[Timing]:
             session.flush()
             assert job.id is not None
             run = Run(job_id=job.id, submission_id=submission.id, leaderboard_id=1, user_id=user,
-                      gpu=gpu, mode="ranked", passed=True, score=1e-6 / next(record_leader),
-                      result_json="{}")
+                      gpu=gpu, mode="ranked", passed=True, score=(score := 1e-6 / next(record_leader)),
+                      score_low=score * 0.995, score_high=score * 1.005, result_json="{}")
             session.add(run)
             record_run(session, run)
 
