@@ -38,8 +38,10 @@ async def test_an_expired_token_falls_back_to_editing_through_the_channel(
     assert refused and all(c.path.startswith("/webhooks/") for c in refused)
 
 
-async def _quiet(fake: FakeDiscord, for_s: float = 0.3, limit_s: float = 10.0) -> None:
-    """Wait until the fake server has seen no new call for ``for_s``."""
+async def _quiet(fake: FakeDiscord, for_s: float = 0.7, limit_s: float = 10.0) -> None:
+    """Wait until the fake server has seen no new call for ``for_s``: longer than the edit
+    interval (0.3 s) and an edit's own time, so a progress edit still waiting its turn lands
+    inside the window instead of just after it."""
     waited = 0.0
     seen = -1
     while len(fake.calls) != seen and waited < limit_s:
