@@ -40,6 +40,7 @@ measured cost on top of the submission's own launch time (which alone is capped 
 
 from __future__ import annotations
 
+import ctypes
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,6 +56,7 @@ MIN_SLEEP_NS = 20_000
 MAX_SLEEP_NS = 1_000_000
 FLUSH_MIN_BYTES = 64 << 20
 SIDE_WORK_MIN_NS = 500.0  # a side stream's join this long after its mark: it ran work in the call
+FENCE_WINDOW = 50  # the sleep covers the 90th percentile of the last this many calls' fence costs
 POOL_PROBE_MISSES = 40  # a pool hands out its streams round-robin: this many repeats in a row means all seen
 
 
@@ -118,11 +120,8 @@ class CudaTimer:
         self._flush_buffer: torch.Tensor | None = None  # built on first use: test mode needs none
         self._cycles_per_ns = 0.0
         self.sleep_ns = float(MIN_SLEEP_NS)
-        self._wait: Callable[[Any, Any], None] = event_type.wait
-        self._side = _pool_streams(device_index)
-        self._marks = [event_type(enable_timing=True) for _ in self._side]
-        self._joins = [event_type(enable_timing=True) for _ in self._side]
-        self._fence_ns = 0.0  # host time of the last call's fence, marks and joins
+        self._side = SideStreams(device_index, self._start, event_type)
+        self._fence_ns: list[float] = []  # host time of recent calls' fence, marks and joins
 
     def _prepare(self) -> torch.Tensor:
         props = torch.cuda.get_device_properties(self._device_index)
@@ -159,7 +158,9 @@ class CudaTimer:
         ordered = sorted(host_ns)
         p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
         launches = min(MAX_SLEEP_NS, max(MIN_SLEEP_NS, 1.5 * p90 + MIN_SLEEP_NS))
-        self.sleep_ns = float(launches + 1.5 * self._fence_ns)
+        fences = sorted(self._fence_ns[-FENCE_WINDOW:])
+        fence = fences[min(len(fences) - 1, int(0.9 * len(fences)))] if fences else 0.0
+        self.sleep_ns = float(launches + fence)
 
     def flush_l2(self) -> None:
         """Evict L2 by reading twice its size, then wait: the state every timed call starts in."""
@@ -175,24 +176,115 @@ class CudaTimer:
         self._sleep(int(self.sleep_ns * self._cycles_per_ns))
         self._record(self._start, self._stream)
         fence = self._now()
-        for side, mark in zip(self._side, self._marks, strict=True):
-            self._wait(self._start, side)
-            self._record(mark, side)
+        self._side.fence()
         t1 = self._now()
         output = function(data)
         t2 = self._now()
-        for side, joined in zip(self._side, self._joins, strict=True):
-            self._record(joined, side)
+        self._side.join()
         joined_at = self._now()
         self._record(self._end, self._stream)
         self._synchronize()
         t3 = self._now()
-        self._fence_ns = float((t1 - fence) + (joined_at - t2))
-        event_ns = self._elapsed_ms(self._start, self._end) * 1e6
-        for mark, joined in zip(self._marks, self._joins, strict=True):
-            if self._elapsed_ms(mark, joined) * 1e6 > SIDE_WORK_MIN_NS:
-                event_ns = max(event_ns, self._elapsed_ms(self._start, joined) * 1e6)
+        self._fence_ns.append(float((t1 - fence) + (joined_at - t2)))
+        if len(self._fence_ns) > 4 * FENCE_WINDOW:
+            del self._fence_ns[:-FENCE_WINDOW]
+        event_ns = max(self._elapsed_ms(self._start, self._end) * 1e6, self._side.busy_until_ns())
         return Reading(output, event_ns, float(t3 - t0), float(t2 - t1))
+
+
+class SideStreams:
+    """The fence and the joins on every pool stream, issued straight to the CUDA driver.
+
+    Each stream waits for the timer's start event and marks when it may run; after the call a
+    join event on it says when its share of the call ended. Falls back to torch's bindings
+    where the driver library cannot be loaded."""
+
+    def __init__(self, device_index: int, start: Any, event_type: Any) -> None:
+        self._streams = _pool_streams(device_index)
+        self._start = start
+        self._marks = [event_type(enable_timing=True) for _ in self._streams]
+        self._joins = [event_type(enable_timing=True) for _ in self._streams]
+        self._torch_wait: Callable[[Any, Any], None] = event_type.wait
+        self._torch_record: Callable[[Any, Any], None] = event_type.record
+        self._torch_elapsed: Callable[[Any, Any], float] = event_type.elapsed_time
+        self._driver = _driver_calls()
+        if self._driver is not None:
+            for event, stream in zip(
+                self._marks + self._joins + [start], self._streams * 2 + self._streams[:1], strict=True
+            ):
+                self._torch_record(event, stream)  # torch makes a CUDA event on its first record
+            torch.cuda.synchronize(device_index)
+            handle = ctypes.c_void_p
+            self._stream_handles = [handle(stream.cuda_stream) for stream in self._streams]
+            self._mark_handles = [handle(event.cuda_event) for event in self._marks]
+            self._join_handles = [handle(event.cuda_event) for event in self._joins]
+            self._start_handle = handle(start.cuda_event)
+        self._elapsed = ctypes.c_float()
+
+    def __len__(self) -> int:
+        return len(self._streams)
+
+    def fence(self) -> None:
+        if self._driver is None:
+            for stream, mark in zip(self._streams, self._marks, strict=True):
+                self._torch_wait(self._start, stream)
+                self._torch_record(mark, stream)
+            return
+        wait, record = self._driver.wait, self._driver.record
+        start = self._start_handle
+        for handle, mark_handle in zip(self._stream_handles, self._mark_handles, strict=True):
+            wait(handle, start, 0)
+            record(mark_handle, handle)
+
+    def join(self) -> None:
+        if self._driver is None:
+            for stream, joined in zip(self._streams, self._joins, strict=True):
+                self._torch_record(joined, stream)
+            return
+        record = self._driver.record
+        for handle, join_handle in zip(self._stream_handles, self._join_handles, strict=True):
+            record(join_handle, handle)
+
+    def busy_until_ns(self) -> float:
+        """After a synchronize: the latest join, from the start event, among streams that ran
+        work in the call (join later than mark by over ``SIDE_WORK_MIN_NS``); 0 if none did."""
+        latest = 0.0
+        if self._driver is None:
+            for mark, joined in zip(self._marks, self._joins, strict=True):
+                if self._torch_elapsed(mark, joined) * 1e6 > SIDE_WORK_MIN_NS:
+                    latest = max(latest, self._torch_elapsed(self._start, joined) * 1e6)
+            return latest
+        elapsed, out = self._driver.elapsed, self._elapsed
+        pointer = ctypes.byref(out)
+        for mark, joined in zip(self._mark_handles, self._join_handles, strict=True):
+            worked = elapsed(pointer, mark, joined) == 0 and out.value * 1e6 > SIDE_WORK_MIN_NS
+            if worked and elapsed(pointer, self._start_handle, joined) == 0:
+                latest = max(latest, out.value * 1e6)
+        return latest
+
+
+@dataclass(frozen=True)
+class _Driver:
+    wait: Callable[..., int]
+    record: Callable[..., int]
+    elapsed: Callable[..., int]
+
+
+def _driver_calls() -> _Driver | None:
+    """cuStreamWaitEvent, cuEventRecord and cuEventElapsedTime from the driver library, whose
+    handles are the runtime's (torch's ``cuda_stream`` and ``cuda_event``); None if absent."""
+    try:
+        library = ctypes.CDLL("libcuda.so.1")
+        wait = library.cuStreamWaitEvent
+        record = library.cuEventRecord
+        elapsed = library.cuEventElapsedTime
+    except (OSError, AttributeError):
+        return None
+    handle = ctypes.c_void_p
+    wait.argtypes, wait.restype = [handle, handle, ctypes.c_uint], ctypes.c_int
+    record.argtypes, record.restype = [handle, handle], ctypes.c_int
+    elapsed.argtypes, elapsed.restype = [ctypes.POINTER(ctypes.c_float), handle, handle], ctypes.c_int
+    return _Driver(wait, record, elapsed)
 
 
 def _pool_streams(device_index: int) -> list[torch.cuda.Stream]:

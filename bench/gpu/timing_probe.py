@@ -141,7 +141,11 @@ def overhead() -> int:
     from harness.timing import CudaTimer
 
     reference, kernel = load("vectoradd", "triton.py")
+    torch.cuda.init()  # type: ignore[no-untyped-call]
+    built = time.perf_counter()
     timer = CudaTimer(0)
+    built_s = time.perf_counter() - built
+    fences: list[float] = []
     sleep = torch._C._cuda_sleep
 
     def nothing(data: Any) -> None:
@@ -166,7 +170,11 @@ def overhead() -> int:
                 torch.cuda.synchronize()
                 torch.cuda.profiler.stop()  # type: ignore[no-untyped-call]
             else:
-                times.append(timer.time_call(function, data).event_ns)
+                reading = timer.time_call(function, data)
+                times.append(reading.event_ns)
+                fences.append(timer._fence_ns[-1])
+                if call == 2:  # as the harness's warm-up does: the sleep covers launches and the fence
+                    timer.set_sleep_for([reading.host_ns])
         results[name] = statistics.median(times) / 1000
     # The same without the sleep kernel: the start event fires on an idle GPU.
     start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
@@ -183,6 +191,18 @@ def overhead() -> int:
         results[name] = statistics.median(times) / 1000
     for name, value in results.items():
         print(f"{name}: median {value:.3f} µs")
+    # The side-stream fence (harness/timing.py): how many pool streams it covers, what finding
+    # them costs at the timer's start, and its host time per call (which the sleep covers).
+    through = "the driver (ctypes)" if timer._side._driver is not None else "torch's bindings"
+    print(f"side-stream fence: {len(timer._side)} pool streams found in {built_s * 1000:.1f} ms; "
+          f"host time per call through {through}: median {statistics.median(fences) / 1000:.1f} µs, "
+          f"max {max(fences) / 1000:.1f} µs")
+    if timer._side._driver is not None:
+        timer._side._driver = None
+        for _ in range(100):
+            timer.time_call(nothing, None)
+        fences = timer._fence_ns[-100:]
+        print(f"the same through torch's bindings: median {statistics.median(fences) / 1000:.1f} µs")
     return 0
 
 
