@@ -209,6 +209,8 @@ def _serve(channel: Any, requested_device: str, isolation: str) -> int:
     gc.freeze()
     gc.disable()
     info = {**_device_info(device), "isolation": isolation}
+    if getattr(timer, "side_streams_timed", True) is False:
+        info["timing_note"] = "side streams untimed (no GPU-wide sleep: NVRTC unavailable)"
     channel.send({"msg": "ready", "device": str(device), "info": info})
 
     staging: Any = None

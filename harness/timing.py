@@ -12,38 +12,46 @@ One timed GPU call::
 
     read-flush L2, synchronize          untimed: the kernel starts with a cold L2
     before()                            tells the harness the call starts (its clock starts)
-    t0; sleep kernel; start event       the sleep keeps the GPU busy while the host launches
-    fence: every pool stream waits      work the call queues on torch's side streams cannot start
-      for the start event, then marks   before the timed region (not during the sleep)
+    t0; GPU-wide sleep; start event     the sleep keeps every SM busy while the host launches
     t1; call custom_kernel; t2          host launch time = t2 - t1
-    every pool stream: a join event     when that stream's share of the call ended
+    every pool stream still busy:       work the call left queued on torch's side streams
+      a join event on it
     end event; synchronize device; t3   device-wide: work hidden on other streams is waited for
-    time = max(end, joins of streams    work left on a side stream counts, joined by the
-      that did work) - start            submission or not
+    time = max(end, joins) - start      work left on a side stream counts, joined or not
 
 The events measure GPU time only: the sleep hides Python's launch overhead (up to its length),
 which is what makes the median match Nsight Compute's kernel time for single-kernel
 submissions. ``wall = t3 - t0`` minus the same quantity for a no-op call exposes work that
 outlives the call on another stream or thread.
 
-The fence and the joins cover torch's stream pools (every ``torch.cuda.Stream()``, and the side
-streams of CUDA graphs and ``torch.compile``), which are non-blocking streams: without them a
-submission could queue its work on a side stream, let it run during the sleep, and report an
-empty default stream. Streams created with ``cudaStreamCreate`` are blocking: they order with
-the default stream by themselves. A stream did work in the call when its join came later than
-its mark by more than ``SIDE_WORK_MIN_NS`` (any kernel takes longer). Nothing is added to the
-timed stream itself, so a call that uses one stream is timed exactly as before; the fence, the
-marks and the joins are host work before the end event is issued, so the sleep covers their
-cost (the 90th percentile of recent calls') on top of the submission's own launch time; what
-the sleep has left when the call starts (launches and joins) hides at most ``MAX_SLEEP_NS`` of
-the call's host time, as without the fence. They cost about 0.9 ms per call on the H100 for
-its 128 pool streams (2.4 µs per driver call, whether through torch's bindings or straight to
-the driver through ``ctypes``, which is used where it loads): wall time, not timed time.
+Side streams. torch's pool streams (every ``torch.cuda.Stream()``, the side streams of CUDA
+graphs and ``torch.compile``) do not wait for the default stream: with a sleep that runs on one
+thread, a submission could queue its work on one, let it run while the sleep hides the host's
+launches, and report an empty default stream (a 640 ns median against an honest 4.3 µs). The
+sleep therefore fills every SM (``_WideSleep``: enough spinning threads to take every thread
+slot of every SM), so no kernel of any stream can start before the start event. Then, when
+the call returns, every pool stream that still has work queued (``cuStreamQuery``, host only:
+nothing is queued on the GPU for a stream that has none) gets a join event, and the call's time
+runs to the latest of the end event and those joins. Work a side stream finished before the
+call returned lies inside the window anyway: it could not start before the start event, and the
+end event is queued after the call returns. An honest submission that joins its streams is
+timed as one stream; a single-stream one pays only the host queries, which the sleep covers.
+(An earlier design fenced all 128 pool streams behind the start event on every call: 0.9 ms of
+host time and about 340 µs of GPU front-end work inside the timed window per call on the H100,
+which moved scores by up to 3x and broke run-to-run agreement.)
+
+Not covered: work on copy engines (a side-stream memcpy can run while SMs are full), streams a
+submission creates outside torch's pools as non-blocking (raw ``cudaStreamCreateWithFlags``),
+and work launched from another thread after the call returns; the harness's wall-clock check
+catches the last two when they are large. Where the GPU-wide sleep cannot be built (no NVRTC),
+the timer falls back to torch's one-thread sleep, and the result's ``isolation`` says that
+side streams are untimed.
 """
 
 from __future__ import annotations
 
 import ctypes
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -58,8 +66,7 @@ _seconds = time.perf_counter  # captured at import, before any submission is
 MIN_SLEEP_NS = 20_000
 MAX_SLEEP_NS = 1_000_000
 FLUSH_MIN_BYTES = 64 << 20
-SIDE_WORK_MIN_NS = 500.0  # a side stream's join this long after its mark: it ran work in the call
-FENCE_WINDOW = 50  # the sleep covers the 90th percentile of the last this many calls' fence costs
+JOIN_WINDOW = 50  # the sleep covers the 90th percentile of the last this many calls' query costs
 POOL_PROBE_MISSES = 40  # a pool hands out its streams round-robin: this many repeats in a row means all seen
 
 
@@ -101,7 +108,6 @@ class CudaTimer:
         c = torch._C
         self._now = time.perf_counter_ns
         self._synchronize: Callable[[], None] = c._cuda_synchronize
-        self._sleep: Callable[[int], None] = c._cuda_sleep
         self._set_stream: Callable[..., None] = c._cuda_setStream
         event_type: Any = c._CudaEventBase
         self._record: Callable[[Any, Any], None] = event_type.record
@@ -121,11 +127,11 @@ class CudaTimer:
         self._sum: Callable[[torch.Tensor], torch.Tensor] = tensor_base.sum
         self._device_index = device_index
         self._flush_buffer: torch.Tensor | None = None  # built on first use: test mode needs none
-        self._cycles_per_ns = 0.0
         self.sleep_ns = float(MIN_SLEEP_NS)
-        self._side = SideStreams(device_index, self._start, event_type)
-        self._fence_ns: list[float] = []  # host time of recent calls' fence and marks (before the call)
-        self._join_ns: list[float] = []  # ...and of their joins (after it)
+        self._sleep: _Sleep = _WideSleep.build(device_index) or _ThreadSleep(c._cuda_sleep)
+        self.side_streams_timed = isinstance(self._sleep, _WideSleep)
+        self._side = SideStreams(device_index, event_type) if self.side_streams_timed else None
+        self._join_ns: list[float] = []  # host time of recent calls' queries and joins (after the call)
 
     def _prepare(self) -> torch.Tensor:
         props = torch.cuda.get_device_properties(self._device_index)
@@ -135,41 +141,34 @@ class CudaTimer:
         self._flush_buffer = torch.ones(
             max(2 * l2, FLUSH_MIN_BYTES) // 4, dtype=torch.float32, device=f"cuda:{self._device_index}"
         )
-        self._cycles_per_ns = self._calibrate_sleep()
+        self._sleep.calibrate(self._measure)
         return self._flush_buffer
+
+    def _measure(self, sleep: Callable[[], object]) -> float:
+        """GPU time of one sleep, in ns."""
+        self._synchronize()
+        self._record(self._start, self._stream)
+        sleep()
+        self._record(self._end, self._stream)
+        self._synchronize()
+        return float(self._elapsed_ms(self._start, self._end) * 1e6)
 
     def synchronize(self) -> None:
         self._synchronize()
 
-    def _calibrate_sleep(self) -> float:
-        cycles = 200_000
-        rates = []
-        for _ in range(3):
-            self._synchronize()
-            self._record(self._start, self._stream)
-            self._sleep(cycles)
-            self._record(self._end, self._stream)
-            self._synchronize()
-            elapsed_ns = self._elapsed_ms(self._start, self._end) * 1e6
-            if elapsed_ns > 0:
-                rates.append(cycles / elapsed_ns)
-        return max(rates) if rates else 2.0
-
     def set_sleep_for(self, host_ns: list[float]) -> None:
-        """Size the sleep to cover the submission's host-side launch time (its 90th percentile)."""
+        """Size the sleep to cover the submission's host-side launch time (its 90th percentile)
+        and the queries and joins after it; what the sleep has left when the call starts hides
+        at most ``MAX_SLEEP_NS`` of the call's host time."""
         if not host_ns:
             return
         if self._flush_buffer is not None:
-            # Again, now that the warm-up has ramped the clocks up: the first calibration ran on
-            # an idle GPU (345 MHz on the H100 against 1980 under load) and would make the sleep
-            # several times shorter than asked.
-            self._cycles_per_ns = self._calibrate_sleep()
-        fence, joins = _p90(self._fence_ns[-FENCE_WINDOW:]), _p90(self._join_ns[-FENCE_WINDOW:])
-        # The sleep covers the fence before the call, the call's launches and the joins after
-        # it; what is left of it when the call starts (launches + joins) hides the call's host
-        # time, never more than MAX_SLEEP_NS of it.
+            # Again, now that the warm-up has ramped the clocks up: the first calibration may
+            # have run on an idle GPU (345 MHz on the H100 against 1980 under load).
+            self._sleep.calibrate(self._measure)
+        joins = _p90(self._join_ns[-JOIN_WINDOW:])
         launches = min(MAX_SLEEP_NS - joins, max(MIN_SLEEP_NS, 1.5 * _p90(host_ns) + MIN_SLEEP_NS))
-        self.sleep_ns = float(fence + max(launches, MIN_SLEEP_NS) + joins)
+        self.sleep_ns = float(max(launches, MIN_SLEEP_NS) + joins)
 
     def flush_l2(self) -> None:
         """Evict L2 by reading twice its size, then wait: the state every timed call starts in."""
@@ -182,23 +181,22 @@ class CudaTimer:
         self.flush_l2()
         before()
         t0 = self._now()
-        self._sleep(int(self.sleep_ns * self._cycles_per_ns))
+        self._sleep.run(self.sleep_ns)
         self._record(self._start, self._stream)
-        fence = self._now()
-        self._side.fence()
         t1 = self._now()
         output = function(data)
         t2 = self._now()
-        self._side.join()
+        busy = self._side.join_busy() if self._side is not None else ()
         joined_at = self._now()
         self._record(self._end, self._stream)
         self._synchronize()
         t3 = self._now()
-        self._fence_ns.append(float(t1 - fence))
         self._join_ns.append(float(joined_at - t2))
-        if len(self._fence_ns) > 4 * FENCE_WINDOW:
-            del self._fence_ns[:-FENCE_WINDOW], self._join_ns[:-FENCE_WINDOW]
-        event_ns = max(self._elapsed_ms(self._start, self._end) * 1e6, self._side.busy_until_ns())
+        if len(self._join_ns) > 4 * JOIN_WINDOW:
+            del self._join_ns[:-JOIN_WINDOW]
+        event_ns = self._elapsed_ms(self._start, self._end) * 1e6
+        for joined in busy:
+            event_ns = max(event_ns, self._elapsed_ms(self._start, joined) * 1e6)
         return Reading(output, event_ns, float(t3 - t0), float(t2 - t1))
 
 
@@ -207,99 +205,132 @@ def _p90(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))] if ordered else 0.0
 
 
-class SideStreams:
-    """The fence and the joins on every pool stream, issued straight to the CUDA driver.
+class _Sleep:
+    """Keeps the GPU busy for a while, queued on the current stream."""
 
-    Each stream waits for the timer's start event and marks when it may run; after the call a
-    join event on it says when its share of the call ended. Falls back to torch's bindings
-    where the driver library cannot be loaded."""
+    def calibrate(self, measure: Callable[[Callable[[], object]], float]) -> None:
+        raise NotImplementedError
 
-    def __init__(self, device_index: int, start: Any, event_type: Any) -> None:
-        self._streams = _pool_streams(device_index)
-        self._start = start
-        self._marks = [event_type(enable_timing=True) for _ in self._streams]
-        self._joins = [event_type(enable_timing=True) for _ in self._streams]
-        self._torch_wait: Callable[[Any, Any], None] = event_type.wait
-        self._torch_record: Callable[[Any, Any], None] = event_type.record
-        self._torch_elapsed: Callable[[Any, Any], float] = event_type.elapsed_time
-        self._driver = _driver_calls()
-        if self._driver is not None:
-            for event, stream in zip(
-                self._marks + self._joins + [start], self._streams * 2 + self._streams[:1], strict=True
-            ):
-                self._torch_record(event, stream)  # torch makes a CUDA event on its first record
+    def run(self, ns: float) -> None:
+        raise NotImplementedError
+
+
+class _ThreadSleep(_Sleep):
+    """torch's own sleep: one thread spinning for a number of clock cycles. Kernels of other
+    streams run beside it."""
+
+    CALIBRATION_CYCLES = 200_000
+
+    def __init__(self, sleep: Callable[[int], None]) -> None:
+        self._sleep = sleep
+        self._cycles_per_ns = 2.0
+
+    def calibrate(self, measure: Callable[[Callable[[], object]], float]) -> None:
+        rates = []
+        for _ in range(3):
+            elapsed_ns = measure(lambda: self._sleep(self.CALIBRATION_CYCLES))
+            if elapsed_ns > 0:
+                rates.append(self.CALIBRATION_CYCLES / elapsed_ns)
+        if rates:
+            self._cycles_per_ns = max(rates)
+
+    def run(self, ns: float) -> None:
+        self._sleep(int(ns * self._cycles_per_ns))
+
+
+# Each thread of the elementwise kernel spins on the GPU's nanosecond timer once per element
+# it handles; no input is read and the output is half precision, so the kernel touches little
+# memory (8 bytes per thread slot of the GPU: 2.2 MB on an H100, 4% of its L2).
+_SPIN_CODE = """
+template <typename T> T kernelcup_spin(T x, double ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); }
+  while (now - start < (unsigned long long)ns);
+  return x;
+}
+"""
+
+
+class _WideSleep(_Sleep):
+    """A sleep that takes every thread slot of every SM (torch's jiterator compiles it with
+    NVRTC), so that no kernel of any stream can run until it ends."""
+
+    CALIBRATION_NS = 50_000.0
+
+    def __init__(self, spin: Callable[..., torch.Tensor], slots: torch.Tensor) -> None:
+        self._spin = spin
+        self._slots = slots
+        self._ns_per_unit = 1.0
+
+    @classmethod
+    def build(cls, device_index: int) -> _WideSleep | None:
+        try:
+            from torch.cuda import jiterator
+
+            props = torch.cuda.get_device_properties(device_index)
+            threads = int(props.multi_processor_count) * int(getattr(props, "max_threads_per_multi_processor", 2048))
+            # Four elements per thread (the elementwise kernels' unrolling), one per thread slot.
+            slots = torch.zeros(4 * threads, dtype=torch.float16, device=f"cuda:{device_index}")
+            spin = jiterator._create_jit_fn(_SPIN_CODE, ns=0.0)
+            sleep = cls(spin, slots)
+            sleep.run(1000.0)
             torch.cuda.synchronize(device_index)
-            handle = ctypes.c_void_p
-            self._stream_handles = [handle(stream.cuda_stream) for stream in self._streams]
-            self._mark_handles = [handle(event.cuda_event) for event in self._marks]
-            self._join_handles = [handle(event.cuda_event) for event in self._joins]
-            self._start_handle = handle(start.cuda_event)
-        self._elapsed = ctypes.c_float()
+        except Exception:  # no NVRTC, no jiterator (ROCm builds), a driver that refuses the PTX
+            return None
+        return sleep
+
+    def calibrate(self, measure: Callable[[Callable[[], object]], float]) -> None:
+        """The kernel's GPU time per unit of its argument (each thread spins once per element
+        it handles, and blocks may take more than one wave on a smaller GPU)."""
+        elapsed = [measure(lambda: self._spin(self._slots, ns=self.CALIBRATION_NS)) for _ in range(3)]
+        measured = sorted(elapsed)[1]
+        if measured > 0 and math.isfinite(measured):
+            self._ns_per_unit = measured / self.CALIBRATION_NS
+
+    def run(self, ns: float) -> None:
+        self._spin(self._slots, ns=ns / self._ns_per_unit)
+
+
+class SideStreams:
+    """torch's pool streams on one device; after a call, a join event on each that still has
+    work queued. Queried straight through the CUDA driver (``cuStreamQuery``, through
+    ``ctypes``) where it loads, else through torch's bindings."""
+
+    def __init__(self, device_index: int, event_type: Any) -> None:
+        self._streams = _pool_streams(device_index)
+        self._joins = [event_type(enable_timing=True) for _ in self._streams]
+        self._record: Callable[[Any, Any], None] = event_type.record
+        self._query = _driver_query()
+        self._handles = [ctypes.c_void_p(stream.cuda_stream) for stream in self._streams]
 
     def __len__(self) -> int:
         return len(self._streams)
 
-    def fence(self) -> None:
-        if self._driver is None:
-            for stream, mark in zip(self._streams, self._marks, strict=True):
-                self._torch_wait(self._start, stream)
-                self._torch_record(mark, stream)
-            return
-        wait, record = self._driver.wait, self._driver.record
-        start = self._start_handle
-        for handle, mark_handle in zip(self._stream_handles, self._mark_handles, strict=True):
-            wait(handle, start, 0)
-            record(mark_handle, handle)
-
-    def join(self) -> None:
-        if self._driver is None:
-            for stream, joined in zip(self._streams, self._joins, strict=True):
-                self._torch_record(joined, stream)
-            return
-        record = self._driver.record
-        for handle, join_handle in zip(self._stream_handles, self._join_handles, strict=True):
-            record(join_handle, handle)
-
-    def busy_until_ns(self) -> float:
-        """After a synchronize: the latest join, from the start event, among streams that ran
-        work in the call (join later than mark by over ``SIDE_WORK_MIN_NS``); 0 if none did."""
-        latest = 0.0
-        if self._driver is None:
-            for mark, joined in zip(self._marks, self._joins, strict=True):
-                if self._torch_elapsed(mark, joined) * 1e6 > SIDE_WORK_MIN_NS:
-                    latest = max(latest, self._torch_elapsed(self._start, joined) * 1e6)
-            return latest
-        elapsed, out = self._driver.elapsed, self._elapsed
-        pointer = ctypes.byref(out)
-        for mark, joined in zip(self._mark_handles, self._join_handles, strict=True):
-            worked = elapsed(pointer, mark, joined) == 0 and out.value * 1e6 > SIDE_WORK_MIN_NS
-            if worked and elapsed(pointer, self._start_handle, joined) == 0:
-                latest = max(latest, out.value * 1e6)
-        return latest
+    def join_busy(self) -> list[Any]:
+        """A join event on every stream with work still queued; the events, to read after a
+        synchronize."""
+        joined = []
+        query = self._query
+        for stream, handle, event in zip(self._streams, self._handles, self._joins, strict=True):
+            busy = query(handle) == CUDA_ERROR_NOT_READY if query is not None else not stream.query()
+            if busy:
+                self._record(event, stream)
+                joined.append(event)
+        return joined
 
 
-@dataclass(frozen=True)
-class _Driver:
-    wait: Callable[..., int]
-    record: Callable[..., int]
-    elapsed: Callable[..., int]
+CUDA_ERROR_NOT_READY = 600
 
 
-def _driver_calls() -> _Driver | None:
-    """cuStreamWaitEvent, cuEventRecord and cuEventElapsedTime from the driver library, whose
-    handles are the runtime's (torch's ``cuda_stream`` and ``cuda_event``); None if absent."""
+def _driver_query() -> Callable[[ctypes.c_void_p], int] | None:
     try:
-        library = ctypes.CDLL("libcuda.so.1")
-        wait = library.cuStreamWaitEvent
-        record = library.cuEventRecord
-        elapsed = library.cuEventElapsedTime
+        query = ctypes.CDLL("libcuda.so.1").cuStreamQuery
     except (OSError, AttributeError):
         return None
-    handle = ctypes.c_void_p
-    wait.argtypes, wait.restype = [handle, handle, ctypes.c_uint], ctypes.c_int
-    record.argtypes, record.restype = [handle, handle], ctypes.c_int
-    elapsed.argtypes, elapsed.restype = [ctypes.POINTER(ctypes.c_float), handle, handle], ctypes.c_int
-    return _Driver(wait, record, elapsed)
+    query.argtypes, query.restype = [ctypes.c_void_p], ctypes.c_int
+    result: Callable[[ctypes.c_void_p], int] = query
+    return result
 
 
 def _pool_streams(device_index: int) -> list[torch.cuda.Stream]:

@@ -129,7 +129,8 @@ def spread(procs: int) -> int:
                 f"{board} {json.dumps(case)} {placement}: medians µs "
                 + ", ".join(f"{m:.2f}" for m in medians)
                 + f" | spread {100 * (hi - lo) / lo:.2f}% | in-process halves max {max(halves):.2f}%"
-                + " | host µs/sleep µs/share over: " + ", ".join(hosts),
+                + " | host µs/sleep µs/share over: "
+                + ", ".join(hosts),
                 flush=True,
             )
     return 0
@@ -172,7 +173,7 @@ def overhead() -> int:
             else:
                 reading = timer.time_call(function, data)
                 times.append(reading.event_ns)
-                fences.append(timer._fence_ns[-1] + timer._join_ns[-1])
+                fences.append(timer._join_ns[-1])
                 if call == 2:  # as the harness's warm-up does: the sleep covers launches and the fence
                     timer.set_sleep_for([reading.host_ns])
         results[name] = statistics.median(times) / 1000
@@ -193,16 +194,26 @@ def overhead() -> int:
         print(f"{name}: median {value:.3f} µs")
     # The side-stream fence (harness/timing.py): how many pool streams it covers, what finding
     # them costs at the timer's start, and its host time per call (which the sleep covers).
-    through = "the driver (ctypes)" if timer._side._driver is not None else "torch's bindings"
-    print(f"side-stream fence: {len(timer._side)} pool streams found in {built_s * 1000:.1f} ms; "
-          f"host time per call through {through}: median {statistics.median(fences) / 1000:.1f} µs, "
-          f"max {max(fences) / 1000:.1f} µs")
-    if timer._side._driver is not None:
-        timer._side._driver = None
-        for _ in range(100):
-            timer.time_call(nothing, None)
-        fences = [a + b for a, b in zip(timer._fence_ns[-100:], timer._join_ns[-100:], strict=True)]
-        print(f"the same through torch's bindings: median {statistics.median(fences) / 1000:.1f} µs")
+    side = timer._side
+    print(
+        f"GPU-wide sleep: {timer.side_streams_timed}; {len(side) if side else 0} pool streams found; "
+        f"timer built in {built_s * 1000:.1f} ms; host time of the after-call queries per call: median "
+        f"{statistics.median(fences) / 1000:.1f} µs, max {max(fences) / 1000:.1f} µs"
+    )
+    # The same three calls with torch's one-thread sleep, for comparison.
+    from harness.timing import _ThreadSleep
+
+    timer._sleep, timer._side = _ThreadSleep(torch._C._cuda_sleep), None
+    timer._sleep.calibrate(timer._measure)
+    for name, function in (("no launch", nothing), ("vectoradd 4096", kernel)):
+        times = []
+        for call in range(300):
+            data = reference.generate_input(**{**case, "seed": case["seed"] + call}, device="cuda")
+            reading = timer.time_call(function, data)
+            times.append(reading.event_ns)
+            if call == 2:
+                timer.set_sleep_for([reading.host_ns])
+        print(f"{name}, one-thread sleep: median {statistics.median(times) / 1000:.3f} µs")
     return 0
 
 
