@@ -47,8 +47,19 @@ def test_work_left_on_a_side_stream_is_timed_with_the_call(runs: dict[str, Harne
     assert all(ratio >= 0.85 for ratio in ratios), f"{name} / add_once per case: {ratios}"
 
 
+# Two side streams that wait for the default stream and are waited for by it: four cross-stream
+# event waits per call, which cost the GPU microseconds of its own: the H100 timed this
+# submission at 5.9x, 1.8x and 1.06x add_once on the three sizes (4096 to 8M elements), the
+# ratio falling as the work grows, as a fixed synchronization cost does.
+CROSS_STREAM_ALLOWANCE_NS = 20_000.0
+
+
 def test_an_honest_submission_that_joins_two_streams_is_timed_like_one_stream(runs: dict[str, HarnessRun]) -> None:
     honest = _medians(runs["add_once"])
     joined = _medians(runs["two_streams_joined"])
-    ratios = [j / h for j, h in zip(joined, honest, strict=True)]
-    assert all(0.6 <= ratio <= 1.8 for ratio in ratios), f"two_streams_joined / add_once per case: {ratios}"
+    pairs = list(zip(joined, honest, strict=True))
+    assert all(0.6 * h <= j <= 1.8 * h + CROSS_STREAM_ALLOWANCE_NS for j, h in pairs), (
+        f"two_streams_joined vs add_once per case (ns): {pairs}"
+    )
+    # At memory-bound sizes the synchronization is lost in the work: timed as one stream.
+    assert 0.8 <= joined[-1] / honest[-1] <= 1.25, f"largest case: {pairs[-1]}"
