@@ -46,6 +46,7 @@ from harness.workspace import Workspace
 MAX_PAYLOAD = 2 << 30
 CLOSED = "__closed__"
 MALFORMED = "__malformed__"
+SETTLE_S = 1.0  # after one rank fails, how long to wait for another's death (the likelier cause)
 
 
 def free_port() -> int:
@@ -118,7 +119,6 @@ class RankGroup:
         self.timeout_s = timeout_s
         self.activity = "while starting"
         self.outputs: list[tuple[StreamCapture, StreamCapture]] = []
-        self.exits: queue.Queue[dict[str, Any]] = queue.Queue()
         self.exit_status: dict[int, int | None] = {}
         self.launcher: subprocess.Popen[bytes] | None = None
         self.launcher_err: StreamCapture | None = None
@@ -204,14 +204,21 @@ class RankGroup:
                 theirs.close()
         self.launcher_err = StreamCapture(err_read)
         self.launcher_err.start()
-        threading.Thread(target=self._read_exits, args=(control_ours,), daemon=True).start()
         self.ranks = Side("submission", channels)
+        threading.Thread(target=self._read_exits, args=(control_ours, self.ranks), daemon=True).start()
 
-    def _read_exits(self, control: socket.socket) -> None:
+    def _read_exits(self, control: socket.socket, ranks: Side) -> None:
+        """The launcher's notices of ranks that exited. A rank's socket may stay open in the
+        sandbox's own processes after the rank died, so its death is known from these."""
         with control, control.makefile("r") as lines:
             for line in lines:
-                with contextlib.suppress(ValueError):
-                    self.exits.put(json.loads(line))
+                try:
+                    notice = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(notice, dict) and isinstance(notice.get("rank"), int):
+                    self.exit_status[int(notice["rank"])] = notice.get("status")
+                    ranks.inbox.put((int(notice["rank"]), {"msg": CLOSED}, b""))
 
     # --- the conversation ------------------------------------------------------------------------
 
@@ -230,9 +237,24 @@ class RankGroup:
                 self._timed_out(side, sorted(set(range(self.world_size)) - set(answers)))
             kind = str(message.get("msg"))
             if kind not in expected:
-                self._fail(side, rank, message)
+                self._fail(side, *self._root_cause(side, rank, message))
             answers[rank] = (message, payload)
         return [answers[rank] for rank in range(self.world_size)]
+
+    def _root_cause(self, side: Side, rank: int, message: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """A rank whose process died is the cause, not the peers whose collectives broke with it:
+        after a failure, wait a moment for another rank's death before naming one."""
+        if message.get("msg") == CLOSED:
+            return rank, message
+        until = time.monotonic() + SETTLE_S
+        while time.monotonic() < until:
+            try:
+                other, later, _ = side.inbox.get(timeout=max(0.0, until - time.monotonic()))
+            except queue.Empty:
+                break
+            if later.get("msg") == CLOSED and other != rank:
+                return other, later
+        return rank, message
 
     def _fail(self, side: Side, rank: int, message: dict[str, Any]) -> Any:
         kind = str(message.get("msg"))
@@ -274,10 +296,7 @@ class RankGroup:
     def _rank_exit(self, rank: int) -> int | None:
         until = time.monotonic() + 2.0
         while rank not in self.exit_status and time.monotonic() < until:
-            with contextlib.suppress(queue.Empty):
-                notice = self.exits.get(timeout=0.1)
-                if isinstance(notice.get("rank"), int):
-                    self.exit_status[int(notice["rank"])] = notice.get("status")
+            time.sleep(0.05)
         return self.exit_status.get(rank)
 
     def _reference_error(self, rank: int) -> str:

@@ -27,6 +27,7 @@ from core.models import Code, Job, Leaderboard, Role, Run, Submission
 from core.permissions import allows
 from core.ranking import Standing, entry_counts, standings, tie_labels
 from core.report import format_seconds, submission_reply
+from core.task_fields import gpus_for_ranks
 from core.tasks import read_task_folder
 from core.users import user_for
 from core.visibility import default_code_public, may_see_code
@@ -263,7 +264,10 @@ def create_command(app: CommandContext, request: Request) -> Reply:
         task = read_task_folder(folder, name=request.args["name"] or None, reach=reach)
         with session_scope(app.engine) as session:
             user = user_for(session, request.actor)
-            board = create_leaderboard(session, task, deadline=deadline, gpus=gpus, creator_id=user.id)
+            cards = {name: gpu.count for name, gpu in app.settings.gpus.items()}
+            if not request.args["gpu"]:  # the served GPUs: those that can run it
+                gpus = gpus_for_ranks(task.task, gpus, cards, task.name) or gpus
+            board = create_leaderboard(session, task, deadline=deadline, gpus=gpus, creator_id=user.id, cards=cards)
             if request.args["hidden"]:
                 board.visibility = "hidden"
     app.reschedule(board.id)  # its close, reminders and "opened" announcement

@@ -69,6 +69,7 @@ def leaderboard_spec(
             tests=list(task.get("tests", [])),
             benchmarks=list(task.get("benchmarks", [])),
             ranking_by=task.get("ranking_by", "last"),
+            world_size=_world_size(task),
         ),
         files=files,
         submission_name=submission_name,
@@ -78,6 +79,13 @@ def leaderboard_spec(
         secret_seed=secret_seed if mode is Mode.RANKED else None,
         result_key=secrets.token_hex(32),
     )
+
+
+def _world_size(task: dict[str, Any]) -> int:
+    """A multi-GPU leaderboard's ranks (the cases' ``world_size``); 0 for a single-GPU one."""
+    if not task.get("multi_gpu"):
+        return 0
+    return max(int(case.get("world_size", 1)) for case in [*task.get("tests", []), *task.get("benchmarks", [])])
 
 
 @dataclass
