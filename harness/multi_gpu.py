@@ -23,8 +23,8 @@ import random
 import time
 from typing import Any
 
-from harness import scoring, stats
 from harness import fingerprint as fp
+from harness import scoring, stats
 from harness.benchmark import BENCHMARK_PLAN, RANKED_PLAN
 from harness.rank_group import RankGroup, free_port
 from harness.reporting import Emit
@@ -124,7 +124,9 @@ def _rank_kwargs(kwargs: dict[str, Any], world_size: int) -> list[dict[str, Any]
     return [{**base, "rank": rank} for rank in range(world_size)]
 
 
-def _checked_call(group: RankGroup, per_rank: list[dict[str, Any]], op: dict[str, Any] | None) -> list[tuple[bool, str]]:
+def _checked_call(
+    group: RankGroup, per_rank: list[dict[str, Any]], op: dict[str, Any] | None
+) -> list[tuple[bool, str]]:
     """Run one checked call on every rank (``op``: a ``run`` order; None: ship the last timed
     call's output) and judge each rank's output with the reference ranks."""
     assert group.ranks is not None and group.checkers is not None

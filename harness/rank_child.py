@@ -102,7 +102,8 @@ class Group:
 
         self.barrier(synchronize)
         if self.device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+            end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
             began = time.perf_counter_ns()
             start.record()
             output = kernel(data)

@@ -53,9 +53,9 @@ def main(argv: list[str]) -> int:
             pid, status = os.wait()
         except ChildProcessError:
             break
-        rank = ranks.pop(pid, None)
-        if rank is None:  # an orphan the namespace's init reaped
+        if pid not in ranks:  # an orphan the namespace's init reaped
             continue
+        rank = ranks.pop(pid)
         code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
         with contextlib.suppress(OSError):
             control.write(json.dumps({"rank": rank, "status": code}) + "\n")

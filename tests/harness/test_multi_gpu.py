@@ -10,12 +10,11 @@ and the secret seed, which no rank can find.
 from __future__ import annotations
 
 import secrets
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, FIXTURES, HarnessRun, leaderboard_spec, read_run, run_many, start_harness
+from conftest import FIXTURES, REPO, HarnessRun, leaderboard_spec, read_run, run_many, start_harness
 
 from harness.spec import JobSpec, Mode, Status
 
@@ -27,12 +26,13 @@ SECRET = 918273645546372819
 
 
 def _fixture(name: str) -> str:
-    return (MULTI / f"{name}.py.txt").read_text()
+    text: str = (MULTI / f"{name}.py.txt").read_text()
+    return text
 
 
 def _ranked(folder: Path, solution: str) -> JobSpec:
-    spec = leaderboard_spec(folder, (folder / "solutions" / solution).read_text(), Mode.RANKED, timeout_s=120,
-                            secret_seed=SECRET)
+    spec: JobSpec = leaderboard_spec(folder, (folder / "solutions" / solution).read_text(), Mode.RANKED,
+                                     timeout_s=120, secret_seed=SECRET)
     spec.task.benchmarks = spec.task.tests[-2:]  # GPU-sized benchmarks would take minutes here
     return spec
 
@@ -48,7 +48,8 @@ def runs() -> dict[str, HarnessRun]:
                                    secret_seed=SECRET),
     }
     specs["hunter"].task.benchmarks = specs["hunter"].task.tests[-1:]
-    return run_many(specs)
+    batch: dict[str, HarnessRun] = run_many(specs)
+    return batch
 
 
 @pytest.mark.parametrize("name", ["allreduce", "gemm_rs"])
