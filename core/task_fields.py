@@ -117,7 +117,7 @@ def gpus_for_ranks(
         raise UserError(f"{where}: its cases run {ranks} ranks (world_size {ranks}), one per GPU, and {have}",
                         "Name GPU entries with enough cards (e.g. H200x2), or lower world_size.")
     if not ranks:
-        fit = [g for g in gpus if cards.get(g, 1) == 1]
+        fit = [g for g in gpus if cards.get(g, 1) == 1 or g == "cpu"]  # cpu's count is ranks, not cards
         if gpus and not fit:
             raise UserError(f"{where}: a single-GPU leaderboard cannot run on {', '.join(gpus)} "
                             "(entries of several cards, for multi-GPU leaderboards)", "Name a single card or cpu.")
