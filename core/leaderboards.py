@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlmodel import Session, col, delete, select
 
+from core import task_fields
 from core.errors import NotFound, UserError
 from core.models import Leaderboard, LeaderboardFile, LeaderboardGpu
 from core.problem_sets import find_task_folders
@@ -43,6 +44,17 @@ def leaderboard_gpus(session: Session, board_id: int) -> list[str]:
 def task_of(board: Leaderboard) -> dict[str, Any]:
     task: dict[str, Any] = json.loads(board.task_json)
     return task
+
+
+def world_size_of(board: Leaderboard) -> int:
+    """The ranks (GPUs) every run of a multi-GPU leaderboard uses; 0 for a single-GPU one."""
+    return task_fields.world_size(task_of(board))
+
+
+def multi_gpu_note(board: Leaderboard) -> str:
+    """``"multi-GPU, 2 GPUs per run"`` for a multi-GPU leaderboard, else ``""``."""
+    ranks = world_size_of(board)
+    return f"multi-GPU, {ranks} GPU{'s' if ranks != 1 else ''} per run" if ranks else ""
 
 
 def templates_of(board: Leaderboard) -> dict[str, str]:
