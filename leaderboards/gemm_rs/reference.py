@@ -37,3 +37,8 @@ def check_implementation(data: input_t, output: output_t) -> tuple[bool, str]:
 def flops(world_size: int, m: int, n: int, k: int, **_: object) -> float:
     """Per rank: its slice of the product."""
     return 2.0 * m * n * k / world_size
+
+
+def bytes(world_size: int, m: int, n: int, k: int, **_: object) -> float:
+    """Per rank: its slices of A and B read, its share of the reduced product written."""
+    return 2.0 * (m + n) * k / world_size + 2.0 * m * n / world_size
