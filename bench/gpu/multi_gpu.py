@@ -161,8 +161,8 @@ def main(argv: list[str]) -> int:
                     per_rank.append([f"{folder.name}/{path.name}", shown, f"{(case.median_ns or 0) / 1e3:.1f}",
                                      " / ".join(f"{v / 1e3:.1f}" for v in case.rank_median_ns), case.runs])
                 cards = "; ".join(result.system.ranks)
-        diff = (f"{100 * abs(scores[0] - scores[1]) / min(scores):.2f}%"
-                if all(s is not None for s in scores) else "-")  # type: ignore[type-var,operator,arg-type]
+        known = [s for s in scores if s is not None]
+        diff = f"{100 * abs(known[0] - known[1]) / min(known):.2f}%" if len(known) == 2 else "-"
         ranked.append([f"{folder.name}/{path.name}",
                        *(f"{s * 1e6:.1f} µs" if s else "failed" for s in scores), diff, cards])
     report.table(f"Ranked twice back to back, {ws} ranks", ["solution", "score 1", "score 2", "diff", "cards"], ranked)
