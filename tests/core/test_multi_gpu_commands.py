@@ -3,11 +3,17 @@ uses; the report names which card ran which rank and shows per-rank times where 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from sqlalchemy.engine import Engine
+
 from core.app import Kernelcup
+from core.config import load_settings
 from core.messages import Table, Text
 from core.runner import ProgressCallback, RunContext
 from harness.spec import CaseResult, JobSpec, Result, Status
-from tests.core.conftest import InstantRunner, finish, request, solution
+from runners.local import LocalRunner
+from tests.core.conftest import NOW, ROOT, InstantRunner, finish, request, solution
 
 
 async def test_list_says_which_leaderboards_are_multi_gpu(app: Kernelcup) -> None:
@@ -57,3 +63,22 @@ async def test_the_report_names_each_ranks_card_and_its_time_where_they_differ(
     column = table.columns.index("per rank")
     assert [row[column] for row in table.rows] == ["r0 1.2 ms · r1 2 ms", "-"]
     assert "2 ranks: rank 0: cuda:0 = card 2, NVIDIA H200; rank 1: cuda:1 = card 3, NVIDIA H200" in report.text()
+
+
+async def test_a_multi_gpu_submission_runs_end_to_end_on_the_real_local_runner(core_engine: Engine) -> None:
+    """The whole path on the CPU: command, job, the local runner, the sandboxed harness, two ranks."""
+    settings = replace(load_settings(env={}), leaderboards_dir=ROOT / "leaderboards")
+    app = Kernelcup(settings, core_engine, {"local": LocalRunner(settings, gpu="cpu", standby=0)}, clock=lambda: NOW)
+    app.sync_if_empty()
+    await app.pipeline.start()
+    try:
+        reply = await app.handle(request("submit", files={"k.py": solution("gemm_rs", "reduce_scatter.py")},
+                                         mode="test"))
+        assert reply.submission_id is not None
+        await finish(app, reply.submission_id)
+        report = await app.submission_report(reply.submission_id)
+    finally:
+        await app.pipeline.stop()
+    assert report.ok, report.text()
+    assert "[cpu] ✅ all 4 tests passed on 2 ranks" in report.text()
+    assert "2 ranks: rank 0: cpu (gloo); rank 1: cpu (gloo)" in report.text()
