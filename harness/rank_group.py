@@ -265,7 +265,7 @@ class RankGroup:
                 status = self.references[rank].poll()
                 raise RunEnded(Status.ERROR, f"the harness's reference process for {where} {describe_exit(status)} "
                                              f"{self.activity}{self._reference_error(rank)}")
-            raise RunEnded(Status.ERROR, f"the leaderboard's code failed on {where} {self.activity}: {error}")
+            self._leaderboard_failed(where, error)
         if kind == CLOSED:
             status = self._rank_exit(rank)
             if status is None and self.launcher is not None and self.launcher.poll() is not None:
@@ -281,7 +281,7 @@ class RankGroup:
                                                                               "raised an exception")
             raise RunEnded(Status.CRASHED, f"{where}: the submission {what} {self.activity}: {error}")
         if kind == "problem_error":
-            raise RunEnded(Status.ERROR, f"the leaderboard's code failed on {where} {self.activity}: {error}")
+            self._leaderboard_failed(where, error)
         if kind == "no_device":
             raise RunEnded(Status.ERROR, f"{where}: {error} on this machine")
         if kind == "load_error":
@@ -292,6 +292,13 @@ class RankGroup:
             raise RunEnded(Status.ERROR, f"harness error in {where}'s process: {error}")
         raise RunEnded(Status.FAILED, f"{where}'s process answered out of turn {self.activity} "
                                       f"(got {kind[:40]!r})")
+
+    def _leaderboard_failed(self, where: str, error: str) -> Any:
+        if self.device == "cpu" and "cuda" in error.lower():  # GPU MODE's problems make inputs on cuda:<rank>
+            first = error.split(". ")[0].strip().rstrip(".")[:300]
+            raise RunEnded(Status.ERROR, f"this leaderboard's code needs CUDA GPUs and this run is on the CPU "
+                                         f"({first}); submit it to one of the leaderboard's GPUs")
+        raise RunEnded(Status.ERROR, f"the leaderboard's code failed on {where} {self.activity}: {error}")
 
     def _rank_exit(self, rank: int) -> int | None:
         until = time.monotonic() + 2.0
