@@ -10,6 +10,7 @@ and the secret seed, which no rank can find.
 from __future__ import annotations
 
 import secrets
+import subprocess
 import time
 from pathlib import Path
 
@@ -127,3 +128,40 @@ def _processes(match: object) -> list[int]:
     return found
 
 
+
+
+def test_a_killed_harness_takes_every_rank_and_reference_with_it() -> None:
+    import signal
+
+    marker = f"kcmk{secrets.token_hex(3)}"
+    spec = leaderboard_spec(ALLREDUCE, _fixture("rank1_never_joins").replace("@MARKER@", marker), timeout_s=120)
+    harness = start_harness()
+    assert harness.stdin is not None
+    harness.stdin.write(spec.to_json())
+    harness.stdin.close()
+    until = time.monotonic() + 90
+    while len(_processes(lambda comm, cmdline: comm == marker)) < 2 and time.monotonic() < until:
+        time.sleep(0.5)
+    assert len(_processes(lambda comm, cmdline: comm == marker)) == 2, "the ranks never started"
+    harness.send_signal(signal.SIGKILL)
+    harness.wait()
+    until = time.monotonic() + 10
+    while _processes(lambda comm, cmdline: comm == marker or ("harness.rank_reference" in cmdline
+                     and f" {harness.pid} " in cmdline)) and time.monotonic() < until:
+        time.sleep(0.5)
+    left = _processes(lambda comm, cmdline: comm == marker)
+    chains = [subprocess.run(["ps", "-o", "pid,ppid,pgid,stat,args", "-p", ",".join(_ancestors(pid))],
+                             capture_output=True, text=True).stdout for pid in left]
+    assert not left, chains
+    assert not _processes(lambda comm, cmdline: "harness.rank_reference" in cmdline and f" {harness.pid} " in cmdline)
+
+
+def _ancestors(pid: int) -> list[str]:
+    chain = [str(pid)]
+    while pid > 1:
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            break
+        chain.append(str(pid))
+    return chain
