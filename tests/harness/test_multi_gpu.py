@@ -168,3 +168,12 @@ def _ancestors(pid: int) -> list[str]:
             break
         chain.append(str(pid))
     return chain
+
+
+def test_the_ranks_also_run_without_the_sandbox_each_in_its_own_user_namespace() -> None:
+    from conftest import run_harness
+
+    spec = leaderboard_spec(ALLREDUCE, (ALLREDUCE / "solutions" / "all_reduce.py").read_text(), timeout_s=60)
+    result = run_harness(spec, env={"KERNELCUP_HARNESS_SANDBOX": "off"}).outcome()
+    assert result.status is Status.PASSED, result.verdict
+    assert result.system.isolation.startswith("no sandbox"), result.system.isolation
