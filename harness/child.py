@@ -320,7 +320,7 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
             elif op == "time_rank" and group is not None:
                 kept = None
                 data = generate(message)
-                reading = group.time_call(kernel, data, synchronize)
+                reading = group.time_call(kernel, data, timer)
                 kept = reading.pop("output")
                 channel.send({"msg": "timed", **reading})
                 del data

@@ -8,8 +8,9 @@ nothing else.
 
 Two things only this file adds to the child:
 
-- a timed call that starts on every rank together: a barrier, a device synchronize, then the
-  clock; each rank reports its own time and the harness takes the slowest rank's;
+- a timed call that starts on every rank together (``CudaTimer.time_aligned``: the L2
+  flushed, a barrier, a device synchronize, then the clock); each rank reports its own time and
+  the harness takes the slowest rank's;
 - a count of the collectives the submission entered during the current order, kept in a small
   file of the job's work folder, so that when a rank hangs the harness can name the rank that
   never joined the collective the others wait in (diagnostic only: it decides no verdict's
@@ -22,7 +23,6 @@ import functools
 import mmap
 import os
 import struct
-import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -91,32 +91,16 @@ class Group:
             self._barrier()
         synchronize()
 
-    def time_call(self, kernel: Any, data: Any, synchronize: Any) -> dict[str, Any]:
-        """One call started on all ranks at once: barrier, synchronize, clock, call, synchronize.
+    def time_call(self, kernel: Any, data: Any, timer: Any) -> dict[str, Any]:
+        """One call started on all ranks at once (``timer.time_aligned``: L2 flushed, this
+        group's barrier and a synchronize, then the clock, with the timing primitives the child
+        captured before the submission was imported).
 
-        On a GPU the rank's time is its CUDA events' (start recorded right after the aligned
-        start); the wall time, after a device-wide synchronize, is reported beside it so the
-        harness can count work that outlived the events.
+        On a GPU the rank's time is its CUDA events'; the wall time, after a device-wide
+        synchronize, is reported beside it so the harness can count work that outlived them.
         """
-        import torch
-
-        self.barrier(synchronize)
-        if self.device.type == "cuda":
-            start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
-            end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
-            began = time.perf_counter_ns()
-            start.record()
-            output = kernel(data)
-            end.record()
-            torch.cuda.synchronize()
-            wall = time.perf_counter_ns() - began
-            event = start.elapsed_time(end) * 1e6
-        else:
-            began = time.perf_counter_ns()
-            output = kernel(data)
-            wall = time.perf_counter_ns() - began
-            event = float(wall)
-        return {"event_ns": float(event), "wall_ns": float(wall), "output": output}
+        reading = timer.time_aligned(kernel, data, lambda: self.barrier(timer.synchronize))
+        return {"event_ns": float(reading.event_ns), "wall_ns": float(reading.wall_ns), "output": reading.output}
 
 
 def join(rendezvous: dict[str, Any], rank: int, device: Any, workdir: Path) -> Group:

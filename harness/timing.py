@@ -90,6 +90,14 @@ class CpuTimer:
     def set_sleep_for(self, host_ns: list[float]) -> None:
         return None
 
+    def time_aligned(self, function: Callable[[Any], Any], data: Any, align: Callable[[], None]) -> Reading:
+        """A multi-GPU rank's call: the clock starts when ``align`` (the ranks' barrier) returns."""
+        align()
+        start = self._now()
+        output = function(data)
+        elapsed = float(self._now() - start)
+        return Reading(output, elapsed, elapsed, elapsed)
+
 
 class CudaTimer:
     def __init__(self, device_index: int) -> None:
@@ -188,6 +196,33 @@ class CudaTimer:
         self._synchronize()
         t3 = self._now()
         self._fence_ns = float((t1 - fence) + (joined_at - t2))
+        event_ns = self._elapsed_ms(self._start, self._end) * 1e6
+        for mark, joined in zip(self._marks, self._joins, strict=True):
+            if self._elapsed_ms(mark, joined) * 1e6 > SIDE_WORK_MIN_NS:
+                event_ns = max(event_ns, self._elapsed_ms(self._start, joined) * 1e6)
+        return Reading(output, event_ns, float(t3 - t0), float(t2 - t1))
+
+
+    def time_aligned(self, function: Callable[[Any], Any], data: Any, align: Callable[[], None]) -> Reading:
+        """A multi-GPU rank's call (``harness/rank_child.py``): L2 flushed, then ``align`` (the
+        ranks' barrier and a synchronize), then the events around the call with the side streams
+        fenced as in :meth:`time_call`. No launch-hiding sleep: the barrier is the common start,
+        and the primitives are the ones captured before the submission was imported."""
+        self.flush_l2()
+        align()
+        t0 = self._now()
+        self._record(self._start, self._stream)
+        for side, mark in zip(self._side, self._marks, strict=True):
+            self._wait(self._start, side)
+            self._record(mark, side)
+        t1 = self._now()
+        output = function(data)
+        t2 = self._now()
+        for side, joined in zip(self._side, self._joins, strict=True):
+            self._record(joined, side)
+        self._record(self._end, self._stream)
+        self._synchronize()
+        t3 = self._now()
         event_ns = self._elapsed_ms(self._start, self._end) * 1e6
         for mark, joined in zip(self._marks, self._joins, strict=True):
             if self._elapsed_ms(mark, joined) * 1e6 > SIDE_WORK_MIN_NS:
