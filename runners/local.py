@@ -190,26 +190,28 @@ class LocalRunner:
             env["KERNELCUP_SANDBOX_HIDE"] = os.pathsep.join(self._hide)
         return env
 
+    def _standby_devices(self) -> str | None:
+        """The standby waits on the first card (the one a lone single-GPU job takes first)."""
+        return self._cards.visible_devices([0]) if self._cards is not None else None
+
     async def _take(self, job_id: int, devices: str | None = None) -> _Harness:
-        """The standby harness if it is alive and fresh, else a new one; on a machine of several
-        cards always a new one, started on the job's cards (``devices``)."""
-        if devices is not None and self._cards is not None and self._cards.count > 1:
-            return await self._spawn(f"kernelcup-job{job_id}-", devices)
+        """The standby harness if it is alive, fresh and on the job's cards (``devices``), else
+        a new one on them. A standby on other cards is ended first: no idle harness holds a card
+        beside a timed job (a multi-GPU job holds them all)."""
         standby, self._standby = self._standby, None
         if standby is not None:
-            if standby.process.returncode is None and time.monotonic() - standby.born < STANDBY_MAX_AGE_S:
+            usable = devices is None or devices == self._standby_devices()
+            if usable and standby.process.returncode is None and time.monotonic() - standby.born < STANDBY_MAX_AGE_S:
                 log.debug("job takes the standby harness", job_id=job_id, pid=standby.process.pid)
                 return standby
             await _discard(standby)
-        return await self._spawn(f"kernelcup-job{job_id}-")
+        return await self._spawn(f"kernelcup-job{job_id}-", devices)
 
     async def _refill(self) -> None:
         if self._closed or self._standby is not None or self._standby_wanted < 1:
             return
-        if self._cards is not None and self._cards.count > 1:
-            return  # a job's harness starts on the cards it was given
         try:
-            self._standby = await self._spawn("kernelcup-standby-")
+            self._standby = await self._spawn("kernelcup-standby-", self._standby_devices())
         except RunnerError as exc:
             log.warning("no standby harness", error=str(exc))
 

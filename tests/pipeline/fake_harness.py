@@ -52,7 +52,8 @@ def main() -> None:
     if behaviour == "cards":  # which cards the job got, and when it held them
         began = time.time()
         time.sleep(seconds)
-        cards = {"cuda": os.environ.get("CUDA_VISIBLE_DEVICES"), "began": began, "ended": time.time()}
+        cards = {"cuda": os.environ.get("CUDA_VISIBLE_DEVICES"), "began": began, "ended": time.time(),
+                 "pid": os.getpid()}
         result.stdout = json.dumps(cards)
     if behaviour == "timeout":
         result.status, result.verdict = Status.TIMED_OUT, "the tests ran past 5 s"

@@ -49,9 +49,9 @@ async def job(runner: LocalRunner, job_id: int, gpu: str, world_size: int, delay
     return held
 
 
-def runner(cards: int, seconds: float = 1.5) -> LocalRunner:
+def runner(cards: int, seconds: float = 1.5, standby: int = 0) -> LocalRunner:
     return LocalRunner(settings(), harness_command=fake_harness("cards", "", str(seconds)), gpu="H200", cards=cards,
-                       standby=0)
+                       standby=standby)
 
 
 def test_a_machine_serves_the_multi_card_entries_it_has_the_cards_for() -> None:
@@ -111,3 +111,27 @@ async def test_the_pool_keeps_arrival_order_so_a_waiting_multi_gpu_job_is_not_pa
 def test_the_operators_visible_devices_name_the_cards() -> None:
     pool = CardPool(2, "4,5,6")
     assert pool.visible_devices([0, 1]) == "4,5"
+
+
+async def test_the_standby_waits_on_the_first_card_and_gives_way_to_a_multi_gpu_job() -> None:
+    local = runner(2, seconds=0.1, standby=1)
+    await local.start()
+    try:
+        waiting = local.standby_pid
+        assert waiting is not None
+        multi = await job(local, 1, "H200x2", 2)
+        assert multi["cuda"] == "0,1" and multi["pid"] != waiting  # the standby was ended, not used
+        assert not _alive(waiting)
+        refilled = local.standby_pid
+        assert refilled is not None and refilled != waiting
+        single = await job(local, 2, "H200", 0)
+        assert single["cuda"] == "0" and single["pid"] == refilled  # a lone single-GPU job takes it
+    finally:
+        await local.aclose()
+
+
+def _alive(pid: int) -> bool:
+    from pathlib import Path
+
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
