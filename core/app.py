@@ -136,6 +136,7 @@ class Kernelcup:
             served_gpus=sorted(self.served_gpus()),
             now=self.now(),
             default_days=self.settings.default_deadline_days,
+            cards={name: gpu.count for name, gpu in self.settings.gpus.items()},
         )
 
     async def handle(self, request: Request) -> Reply:

@@ -6,6 +6,7 @@ Secrets never live in the file; adapters read their tokens straight from the env
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -28,6 +29,18 @@ class GpuConfig:
     peak_bandwidth_gbps: float | None = None
     peak_tflops: float | None = None
     options: dict[str, Any] = field(default_factory=dict)  # runner-specific (Modal GPU string, ...)
+    # Cards of one machine a job on this entry gets (``H200x2: {count: 2}``): the most ranks a
+    # multi-GPU leaderboard may run on it. For ``cpu``: the most ranks (gloo processes) a job starts.
+    count: int = 1
+
+    @property
+    def card(self) -> str:
+        """The single card this entry is made of: ``card:`` in config, else the name without a
+        trailing ``x<count>`` (``H200x2`` -> ``H200``)."""
+        explicit = self.options.get("card")
+        if explicit:
+            return str(explicit)
+        return re.sub(rf"x{self.count}$", "", self.name) if self.count > 1 else self.name
 
 
 @dataclass(frozen=True)
@@ -86,6 +99,7 @@ def load_settings(path: Path | None = None, env: dict[str, str] | None = None) -
             peak_bandwidth_gbps=_number(entry, "peak_bandwidth_gbps", f"gpus.{name}", float, None),
             peak_tflops=_number(entry, "peak_tflops", f"gpus.{name}", float, None),
             options={k: v for k, v in entry.items() if k not in _GPU_KEYS},
+            count=_card_count(entry, f"gpus.{name}"),
         )
         for name, entry in _section(raw, "gpus").items()
         if _is_section(entry, f"gpus.{name}")
@@ -161,7 +175,16 @@ _READ_KEYS = {"database_url", "leaderboards_dir", "default_deadline_days", "limi
               "announcements", "logging"}
 
 
-_GPU_KEYS = {"runner", "peak_bandwidth_gbps", "peak_tflops"}
+_GPU_KEYS = {"runner", "peak_bandwidth_gbps", "peak_tflops", "count"}
+MAX_CARDS = 64
+
+
+def _card_count(entry: dict[str, Any], where: str) -> int:
+    count = _number(entry, "count", where, int, 1)
+    if not 1 <= count <= MAX_CARDS:
+        raise SetupError(f"The setting {where}.count must be from 1 to {MAX_CARDS}, not {count}.",
+                         _fix_hint(f"{where}.count"))
+    return int(count)
 
 
 def _apply_env(raw: dict[str, Any], env: dict[str, str]) -> None:

@@ -6,6 +6,7 @@ import difflib
 import json
 import re
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -13,10 +14,11 @@ from typing import Any
 
 from sqlmodel import Session, col, delete, select
 
+from core import task_fields
 from core.errors import NotFound, UserError
 from core.models import Leaderboard, LeaderboardFile, LeaderboardGpu
 from core.problem_sets import find_task_folders
-from core.task_fields import nvidia_gpus, refuse_unsupported
+from core.task_fields import gpus_for_ranks, nvidia_gpus, refuse_unsupported
 from core.tasks import DEFAULT_RANKING, TaskFolder, read_task_folder
 
 TEMPLATES_KEY = "x-kernelcup-templates"  # kept beside the parsed task; never sent to the harness
@@ -42,6 +44,17 @@ def leaderboard_gpus(session: Session, board_id: int) -> list[str]:
 def task_of(board: Leaderboard) -> dict[str, Any]:
     task: dict[str, Any] = json.loads(board.task_json)
     return task
+
+
+def world_size_of(board: Leaderboard) -> int:
+    """The ranks (GPUs) every run of a multi-GPU leaderboard uses; 0 for a single-GPU one."""
+    return task_fields.world_size(task_of(board))
+
+
+def multi_gpu_note(board: Leaderboard) -> str:
+    """``"multi-GPU, 2 GPUs per run"`` for a multi-GPU leaderboard, else ``""``."""
+    ranks = world_size_of(board)
+    return f"multi-GPU, {ranks} GPU{'s' if ranks != 1 else ''} per run" if ranks else ""
 
 
 def templates_of(board: Leaderboard) -> dict[str, str]:
@@ -78,8 +91,13 @@ def create_leaderboard(
     gpus: list[str],
     creator_id: int | None = None,
     source_dir: str | None = None,
+    cards: Mapping[str, int] | None = None,
 ) -> Leaderboard:
+    """``cards``: each GPU's card count (the registry's ``count``); given, every GPU must be able
+    to run the leaderboard's ranks (a multi-GPU leaderboard's ``world_size``)."""
     check_name(folder.name)
+    if cards is not None:
+        gpus = gpus_for_ranks(folder.task, gpus, cards, folder.name, strict=True)
     if deadline.tzinfo is None:
         raise UserError("A deadline needs a time zone.", "Write it like 2026-12-31T23:59Z.")
     if not gpus:
@@ -138,14 +156,22 @@ NO_GPU_SERVED = ("no runner serves a GPU here, so the leaderboard cannot open: c
 
 
 def sync_folder(
-    session: Session, root: Path, *, served_gpus: list[str], now: datetime, default_days: int
+    session: Session,
+    root: Path,
+    *,
+    served_gpus: list[str],
+    now: datetime,
+    default_days: int,
+    cards: Mapping[str, int] | None = None,
 ) -> SyncReport:
     """Every leaderboard folder under ``root`` becomes (or refreshes) a leaderboard of its name:
     kernelcup's layout or GPU MODE's problem sets (``core.problem_sets``).
 
     New leaderboards open on the GPUs a runner serves now that task.yml (or the problem set)
     allows, or all of them when it names none (e.g. the local GPU or ``cpu``). A folder that
-    cannot be read or run here is reported with its reason; the others still load.
+    cannot be read or run here is reported with its reason; the others still load. ``cards``
+    (each GPU's card count) keeps a multi-GPU leaderboard to GPU entries with enough cards and a
+    single-GPU one to single cards, and refuses one that fits none.
     """
     report = SyncReport()
     if not root.is_dir():
@@ -171,9 +197,12 @@ def sync_folder(
             wanted = nvidia_gpus(entry.gpus or [str(g) for g in task.task.get("gpus") or []])
             gpus = [g for g in served_gpus if not wanted or g in wanted or g == "cpu"]
             try:
+                gpus = gpus or served_gpus
+                if cards is not None:
+                    gpus = gpus_for_ranks(task.task, gpus, cards, task.name) or gpus
                 deadline = _task_deadline(task) or now + timedelta(days=default_days)
-                create_leaderboard(session, task, deadline=deadline, gpus=gpus or served_gpus,
-                                   source_dir=str(entry.folder))
+                create_leaderboard(session, task, deadline=deadline, gpus=gpus, source_dir=str(entry.folder),
+                                   cards=cards)
             except (UserError, ValueError) as exc:
                 report.errors[entry.name] = _one_line(getattr(exc, "message", str(exc)))
                 continue

@@ -70,6 +70,8 @@ def submission_reply(session: Session, submission_id: int, details: bool = True)
             clock = clock_note(result)
             if clock:
                 blocks.append(Text(clock, style="hint"))
+        if result.system.ranks:
+            blocks.append(Text(ranks_note(result), style="hint"))
         if details:
             files.extend(_result_files(submission_id, job.gpu, result))
     return Reply(blocks=blocks + files, ok=all_passed, submission_id=None)
@@ -88,6 +90,20 @@ def clock_note(result: Result) -> str:
     if system.clock_limits:
         note += f"; held down by {', '.join(system.clock_limits)} at times: timings may read slow"
     return note
+
+
+def ranks_note(result: Result) -> str:
+    """Which card ran which rank of a multi-GPU job, and how a call was timed."""
+    return (f"{len(result.system.ranks)} ranks: " + "; ".join(result.system.ranks)
+            + ". A call's time is its slowest rank's, from one barrier-aligned start.")
+
+
+def rank_times(case: CaseResult) -> str:
+    """Each rank's median where the ranks differ by more than 2% (else ""): "r0 1.2 ms · r1 1.4 ms"."""
+    medians = case.rank_median_ns
+    if len(medians) < 2 or max(medians) <= 1.02 * min(medians):
+        return ""
+    return " · ".join(f"r{rank} {format_seconds(value * 1e-9)}" for rank, value in enumerate(medians))
 
 
 def _job_line(session: Session, job: Job, run: Run | None, board: Leaderboard, details: bool) -> tuple[str, bool]:
@@ -120,6 +136,7 @@ def _result_of(run: Run) -> Result | None:
 
 def _benchmark_table(gpu: str, cases: list[CaseResult]) -> Table:
     rows = []
+    per_rank = any(rank_times(case) for case in cases)
     for case in cases:
         ci = (
             f"{format_seconds(case.ci_low_ns * 1e-9)} – {format_seconds(case.ci_high_ns * 1e-9)}"
@@ -143,11 +160,13 @@ def _benchmark_table(gpu: str, cases: list[CaseResult]) -> Table:
                 format_seconds(case.min_ns * 1e-9 if case.min_ns is not None else None),
                 str(case.runs),
                 throughput or "-",
+                *((rank_times(case) or "-",) if per_rank else ()),
                 _ICON[case.passed],
             )
         )
+    columns = ("case", "median", "95% CI of median", "min", "runs", "throughput")
     return Table(
-        columns=("case", "median", "95% CI of median", "min", "runs", "throughput", "ok"),
+        columns=(*columns, *(("per rank",) if per_rank else ()), "ok"),
         rows=tuple(rows),
         title=f"Benchmarks on {gpu}",
     )

@@ -8,7 +8,7 @@
 | ``ranking_by`` | ``last`` (GPU MODE's default, so imported problems rank as there), ``mean`` or ``geom`` |
 | ``test_timeout``, ``benchmark_timeout``, ``ranked_timeout`` | the harness's limit per mode (``core.timeouts``) |
 | ``seed`` | combined into every case seed as GPU MODE's eval combines ``POPCORN_SEED`` with it |
-| ``multi_gpu`` | refused: multi-GPU leaderboards are not supported yet |
+| ``multi_gpu`` | one process per rank; every case names the same ``world_size`` (``harness/multi_gpu.py``) |
 | ``gpus`` | the GPUs it opens on; a leaderboard only for another vendor's GPUs is refused |
 | ``templates`` | what ``template`` hands out |
 | ``libraries`` | ``cu``: linked (``-l``); ``py``: nothing to do |
@@ -22,6 +22,7 @@ answers them, and the other leaderboards of a folder still load.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from core.errors import UserError
@@ -46,11 +47,6 @@ def vendor_of(gpu: str) -> str:
 
 def refuse_unsupported(task: dict[str, Any], where: str = "task.yml") -> None:
     """Raise a :class:`UserError` naming the first field this leaderboard needs that kernelcup lacks."""
-    if task.get("multi_gpu"):
-        raise UserError(
-            f"{where}: multi-GPU leaderboards are not supported yet (multi_gpu: true)",
-            "kernelcup runs every submission on one GPU.",
-        )
     gpus = [str(g) for g in task.get("gpus") or []]
     others = sorted({vendor_of(g) for g in gpus} - {"NVIDIA"})
     if gpus and all(vendor_of(g) != "NVIDIA" for g in gpus):
@@ -65,6 +61,77 @@ def refuse_unsupported(task: dict[str, Any], where: str = "task.yml") -> None:
     seed = task.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise UserError(f"{where}: `seed` must be an integer, not {seed!r}")
+    check_ranks(task, where)
+
+
+MAX_WORLD_SIZE = 64
+
+
+def check_ranks(task: dict[str, Any], where: str = "task.yml") -> None:
+    """A multi-GPU leaderboard's ranks: ``world_size`` in every case, the same in all of them."""
+    labelled = [(f"{key[:-1]} {i + 1}", case) for key in ("tests", "benchmarks")
+                for i, case in enumerate(task.get(key) or []) if isinstance(case, dict)]
+    if not task.get("multi_gpu"):
+        named = next((label for label, case in labelled if "world_size" in case), None)
+        if named:
+            raise UserError(f"{where}: {named} names a world_size but the leaderboard is not multi-GPU",
+                            "Add multi_gpu: true to task.yml, or drop world_size from the cases.")
+        return
+    if task.get("lang", "py") != "py":
+        raise UserError(f"{where}: a multi-GPU leaderboard must be a Python leaderboard (lang: py)")
+    if task.get("evaluator", "auto") == "custom":
+        raise UserError(f"{where}: a multi-GPU leaderboard runs with kernelcup's harness, not its own evaluator",
+                        "Use evaluator: auto or standard.")
+    sizes: set[int] = set()
+    for label, case in labelled:
+        value = case.get("world_size")
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_WORLD_SIZE:
+            raise UserError(f"{where}: {label} of a multi-GPU leaderboard needs world_size, a whole number of "
+                            f"ranks from 1 to {MAX_WORLD_SIZE} (got {value!r})")
+        sizes.add(value)
+    if len(sizes) > 1:
+        raise UserError(f"{where}: the cases of a multi-GPU leaderboard must all have the same world_size "
+                        f"(found {', '.join(map(str, sorted(sizes)))})",
+                        "kernelcup starts one set of ranks per job; make one leaderboard per world_size.")
+
+
+def world_size(task: dict[str, Any]) -> int:
+    """The ranks a multi-GPU leaderboard runs on; 0 for a single-GPU leaderboard."""
+    if not task.get("multi_gpu"):
+        return 0
+    sizes = [case.get("world_size") for key in ("tests", "benchmarks") for case in task.get(key) or []]
+    return max((int(s) for s in sizes if isinstance(s, int)), default=1)
+
+
+def gpus_for_ranks(
+    task: dict[str, Any], gpus: list[str], cards: Mapping[str, int], where: str, strict: bool = False
+) -> list[str]:
+    """The GPUs of ``gpus`` a leaderboard can run on, by their card count (``cards``, from the GPU
+    registry): a multi-GPU one where an entry has at least ``world_size`` cards; a single-GPU one
+    on single cards. Raises a :class:`UserError` in one line when none is left, or, ``strict``
+    (GPUs a creator named), when any named one cannot run it."""
+    ranks = world_size(task)
+    short = [g for g in gpus if ranks and cards.get(g, 1) < ranks]
+    if strict and short:
+        have = ", ".join(f"{g} has {cards.get(g, 1)}" for g in short)
+        raise UserError(f"{where}: its cases run {ranks} ranks (world_size {ranks}), one per GPU, and {have}",
+                        "Name GPU entries with enough cards (e.g. H200x2), or lower world_size.")
+    if not ranks:
+        fit = [g for g in gpus if cards.get(g, 1) == 1 or g == "cpu"]  # cpu's count is ranks, not cards
+        if gpus and not fit:
+            raise UserError(f"{where}: a single-GPU leaderboard cannot run on {', '.join(gpus)} "
+                            "(entries of several cards, for multi-GPU leaderboards)", "Name a single card or cpu.")
+        return fit
+    fit = [g for g in gpus if cards.get(g, 1) >= ranks]
+    if not fit:
+        have = ", ".join(f"{g} has {cards.get(g, 1)}" for g in gpus) or "no GPU is served"
+        raise UserError(
+            f"{where}: its cases run {ranks} ranks (world_size {ranks}), one per GPU, and no GPU here has that "
+            f"many cards ({have})",
+            "Add a GPU entry with enough cards to gpus: in the config (e.g. H200x8: {runner: local, count: 8}), "
+            "or lower world_size.",
+        )
+    return fit
 
 
 def nvidia_gpus(gpus: list[str]) -> list[str]:

@@ -139,6 +139,7 @@ def task_config(task: dict[str, Any]) -> TaskConfig:
         benchmarks=task_fields.cases(task, "benchmarks"),
         ranking_by=str(task.get("ranking_by", DEFAULT_RANKING)),
         evaluator=str(task.get("evaluator", "auto")),
+        world_size=task_fields.world_size(task),
     )
 
 

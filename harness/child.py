@@ -144,7 +144,8 @@ def _classify(exc: BaseException, oom_types: tuple[type[BaseException], ...]) ->
 
 
 def main(argv: list[str]) -> int:
-    sock_fd, parent_pid, requested_device, userns = argv
+    sock_fd, parent_pid, requested_device, userns = argv[:4]
+    rank = int(argv[4]) if len(argv) > 4 else -1  # a rank of a multi-GPU job (harness/multi_gpu.py)
     _arm_watchdog()
     isolation = _enter_user_namespace() if userns == "1" else ""
     _die_with_parent(int(parent_pid))
@@ -152,7 +153,7 @@ def main(argv: list[str]) -> int:
 
     channel = Channel(socket.socket(fileno=int(sock_fd)))
     try:
-        return _serve(channel, requested_device, isolation)
+        return _serve(channel, requested_device, isolation, rank)
     except Exception as exc:  # the harness's own code failed in here: report, never hang
         print(_format_exception(exc), file=sys.stderr)
         with contextlib.suppress(OSError):
@@ -160,9 +161,10 @@ def main(argv: list[str]) -> int:
         return 71
 
 
-def _serve(channel: Any, requested_device: str, isolation: str) -> int:
+def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) -> int:
     """Start up (torch, the device, the timer), then wait for the job: the harness may start this
-    process before it has a job, so a job finds it warm."""
+    process before it has a job, so a job finds it warm. ``rank`` >= 0: one rank of a
+    multi-GPU job, bound to its own card (``cuda:<rank>`` of the cards the job was given)."""
     import torch
 
     from harness import fingerprint as fp
@@ -173,6 +175,8 @@ def _serve(channel: Any, requested_device: str, isolation: str) -> int:
         if not torch.cuda.is_available():
             channel.send({"msg": "no_device", "error": "a GPU was requested but CUDA is not available"})
             return 0
+        if rank >= 0:
+            torch.cuda.set_device(rank)
         device = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.init()  # type: ignore[no-untyped-call]
         torch.empty(1, device=device)  # the context exists now, not at the first case
@@ -197,6 +201,15 @@ def _serve(channel: Any, requested_device: str, isolation: str) -> int:
         channel.send({"msg": "problem_error", "error": str(exc)})
         return 0
 
+    group: Any = None
+    if rank >= 0:
+        from harness import rank_child
+
+        try:
+            group = rank_child.join(dict(order.get("rendezvous") or {}), rank, device, workdir)
+        except Exception as exc:
+            channel.send({"msg": "internal_error", "error": f"rank {rank} could not join its group: {exc}"})
+            return 0
     channel.send({"msg": "loading"})
     kernel = _load_submission(channel, workdir / submission_file)
     if kernel is None:
@@ -214,10 +227,10 @@ def _serve(channel: Any, requested_device: str, isolation: str) -> int:
     channel.send({"msg": "ready", "device": str(device), "info": info})
 
     staging: Any = None
-    ipc_failed = False
+    ipc_failed = group is not None  # ranks ship their outputs as bytes, to the harness's rank processes
     kept: Any = None
     last_input_bytes = 0
-    device_name = device.type
+    device_name = str(device) if group is not None and device.type == "cuda" else device.type
 
     def noop(data: Any) -> None:
         return None
@@ -267,6 +280,8 @@ def _serve(channel: Any, requested_device: str, isolation: str) -> int:
     while True:
         message, _ = channel.recv(max_payload=0)
         op = message.get("op")
+        if group is not None:
+            group.new_order()
         try:
             if op == "exit":
                 return 0
@@ -304,6 +319,13 @@ def _serve(channel: Any, requested_device: str, isolation: str) -> int:
                 # Only now: what freeing the inputs costs falls outside the harness's clock
                 # between "calling" and "timed" (see harness/benchmark.py).
                 del data, reading
+            elif op == "time_rank" and group is not None:
+                kept = None
+                data = generate(message)
+                reading = group.time_call(kernel, data, timer)
+                kept = reading.pop("output")
+                channel.send({"msg": "timed", **reading})
+                del data
             elif op == "ship":
                 ship(kept, None)
                 kept = None

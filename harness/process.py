@@ -358,6 +358,9 @@ class Sandbox:
             "limits": limits,
             "tmp_bytes": 1 << 30,
             "shm_bytes": 1 << 30,
+            # A job's launcher dies with the harness (so its keeper, init and job do too), even
+            # when the harness is SIGKILLed; the harness's own sandbox is the runner's to end.
+            "parent_pid": None if harness else os.getpid(),
         }
         return [sys.executable, "-I", "-S", str(SANDBOX_SCRIPT), json.dumps(policy), *command]
 

@@ -115,6 +115,11 @@ def run_job(spec: JobSpec, emit: Emit, started: float | None = None, prepared: P
 
             prepared.discard_child()  # the compiled binary is the submission's process
             cuda_eval.run(spec, workspace, result, emit, deadline)
+        elif spec.task.lang == "py" and spec.task.world_size > 0:
+            from harness import multi_gpu
+
+            prepared.discard_child()  # one process per rank instead (harness/rank_group.py)
+            multi_gpu.run(spec, workspace, result, emit, deadline)
         elif spec.task.lang == "py" and uses_own_evaluator(spec.task, spec.files):
             from harness import own_eval
 

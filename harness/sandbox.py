@@ -340,6 +340,11 @@ def main(argv: list[str]) -> None:
     command = argv[1:]
     if not command:
         _fail("no command")
+    parent = policy.get("parent_pid")
+    if parent:
+        _die_with_parent()
+        if os.getppid() != int(parent):  # the harness died before the line above
+            os._exit(SETUP_FAILED)
     try:
         _join_cgroups([str(p) for p in policy.get("cgroups", [])])
     except OSError as exc:

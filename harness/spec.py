@@ -73,6 +73,9 @@ class TaskConfig:
     ranking_by: str = "last"  # "last" (GPU MODE's default), "mean" or "geom"
     # py: "auto", "standard" (kernelcup's harness) or "custom" (run ``main``): harness/evaluators.py
     evaluator: str = "auto"
+    # A multi-GPU leaderboard (task.yml ``multi_gpu: true``): the ranks every case runs on, one
+    # process per rank (harness/multi_gpu.py). 0: a single-GPU leaderboard.
+    world_size: int = 0
 
 
 @dataclass
@@ -127,6 +130,8 @@ class CaseResult:
     # On a GPU: what the timing itself costs (CUDA events around a call that launches nothing,
     # median), already subtracted from every timed call above.
     timer_overhead_ns: float | None = None
+    # Multi-GPU: each rank's median, in rank order; ``median_ns`` above is the slowest rank's.
+    rank_median_ns: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -148,6 +153,8 @@ class SystemInfo:
     sm_clock_mhz_max: float | None = None
     gpu_temp_c_max: float | None = None
     clock_limits: list[str] = field(default_factory=list)
+    # Multi-GPU: which card ran which rank, in rank order (e.g. "rank 1: cuda:1 = card 3, NVIDIA H100").
+    ranks: list[str] = field(default_factory=list)
 
 
 @dataclass

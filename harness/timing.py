@@ -102,6 +102,14 @@ class CpuTimer:
     def set_sleep_for(self, host_ns: list[float]) -> None:
         return None
 
+    def time_aligned(self, function: Callable[[Any], Any], data: Any, align: Callable[[], None]) -> Reading:
+        """A multi-GPU rank's call: the clock starts when ``align`` (the ranks' barrier) returns."""
+        align()
+        start = self._now()
+        output = function(data)
+        elapsed = float(self._now() - start)
+        return Reading(output, elapsed, elapsed, elapsed)
+
 
 class CudaTimer:
     def __init__(self, device_index: int) -> None:
@@ -194,6 +202,31 @@ class CudaTimer:
         self._join_ns.append(float(joined_at - t2))
         if len(self._join_ns) > 4 * JOIN_WINDOW:
             del self._join_ns[:-JOIN_WINDOW]
+        event_ns = self._elapsed_ms(self._start, self._end) * 1e6
+        for joined in busy:
+            event_ns = max(event_ns, self._elapsed_ms(self._start, joined) * 1e6)
+        return Reading(output, event_ns, float(t3 - t0), float(t2 - t1))
+
+    def time_aligned(self, function: Callable[[Any], Any], data: Any, align: Callable[[], None]) -> Reading:
+        """A multi-GPU rank's call (``harness/rank_child.py``): L2 flushed, then ``align`` (the
+        ranks' barrier and a synchronize), then the events around the call. No launch-hiding
+        sleep: the barrier is the common start, and the primitives are the ones captured before
+        the submission was imported. Side streams: with no sleep, nothing the call queues can
+        start before the start event; the end event is recorded as soon as the call returns,
+        then pool streams still busy are joined. Work a side stream finishes between the end
+        event and its query (host time, up to a few hundred µs) is missed here, unlike in
+        :meth:`time_call`, whose sleep holds the GPU until the queries are done."""
+        self.flush_l2()
+        align()
+        t0 = self._now()
+        self._record(self._start, self._stream)
+        t1 = self._now()
+        output = function(data)
+        t2 = self._now()
+        self._record(self._end, self._stream)
+        busy = self._side.join_busy() if self._side is not None else ()
+        self._synchronize()
+        t3 = self._now()
         event_ns = self._elapsed_ms(self._start, self._end) * 1e6
         for joined in busy:
             event_ns = max(event_ns, self._elapsed_ms(self._start, joined) * 1e6)

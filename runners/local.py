@@ -32,6 +32,7 @@ from core.config import Settings
 from core.runner import ProgressCallback, RunContext, RunnerError
 from harness.process import harness_sandboxed
 from harness.spec import JobSpec, Progress, Result, ResultReader, SpecError
+from runners.cards import CardPool
 
 log = structlog.get_logger(__name__)
 
@@ -67,19 +68,25 @@ def detect_gpu(registry: Sequence[str], query: Sequence[str] | None = None) -> s
 
     Asks nvidia-smi rather than torch: importing torch in the bot costs seconds and memory.
     """
+    return detect_cards(registry, query)[0]
+
+
+def detect_cards(registry: Sequence[str], query: Sequence[str] | None = None) -> tuple[str | None, int]:
+    """This machine's GPU by its registry name, and how many cards of it there are."""
     command = list(query or ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"])
     try:
         answer = subprocess.run(command, capture_output=True, text=True, timeout=15, check=True)
     except (OSError, subprocess.SubprocessError):
-        return None
+        return None, 0
     names = sorted((name for name in registry if name != "cpu"), key=len, reverse=True)
-    for line in answer.stdout.splitlines():
+    lines = [line for line in answer.stdout.splitlines() if line.strip()]
+    for line in lines:
         for name in names:
             if name.lower() in line.lower():
-                return name
+                return name, sum(1 for other in lines if name.lower() in other.lower())
     if answer.stdout.strip():
         log.warning("GPU not in the registry; serving cpu only", nvidia_smi=answer.stdout.strip())
-    return None
+    return None, 0
 
 
 @dataclass
@@ -108,12 +115,22 @@ class LocalRunner:
         harness_command: Sequence[str] | None = None,  # tests run a fake harness script
         gpu: str | None = None,  # skips detection
         standby: int | None = None,  # overrides config
+        cards: int | None = None,  # this machine's cards of ``gpu`` (with ``gpu``: skips detection)
     ) -> None:
         self._command = list(harness_command or [sys.executable, "-m", "harness"])
         self._sandbox_harness = harness_command is None
         self._cache = Path(os.environ.get("KERNELCUP_CACHE_DIR") or Path.home() / ".cache" / "kernelcup")
-        registry = list(settings.gpus) if settings else []
-        self._gpu = gpu or detect_gpu(registry) or "cpu"
+        registry = [name for name, config in (settings.gpus.items() if settings else []) if config.count == 1]
+        detected, found = (gpu, cards if cards is not None else 1) if gpu else detect_cards(registry)
+        self._gpu = detected or "cpu"
+        # The cards jobs take (runners/cards.py); none on the CPU, where a job's ranks are processes.
+        self._cards = CardPool.for_machine(found) if self._gpu != "cpu" and found > 0 else None
+        self._multi = {
+            name: config.count
+            for name, config in (settings.gpus.items() if settings else [])
+            if config.runner == "local" and config.count > 1 and config.card == self._gpu
+            and self._cards is not None and config.count <= self._cards.count
+        }
         self._processes: dict[int, asyncio.subprocess.Process] = {}
         self._cancelled: set[int] = set()
         self._standby_wanted = standby_count(settings, self._gpu) if standby is None else standby
@@ -136,9 +153,11 @@ class LocalRunner:
         if standby is not None:
             await _discard(standby)
 
-    async def _spawn(self, prefix: str) -> _Harness:
+    async def _spawn(self, prefix: str, devices: str | None = None) -> _Harness:
         workdir = tempfile.mkdtemp(prefix=prefix)
         command, env = self._command, self._environment(workdir)
+        if devices is not None:
+            env["CUDA_VISIBLE_DEVICES"] = devices
         if self._sandbox_harness:  # a leaderboard's code runs in the harness: it gets a sandbox too
             command, extra = harness_sandboxed(command, Path(workdir), self._cache)
             env.update(extra)
@@ -171,21 +190,28 @@ class LocalRunner:
             env["KERNELCUP_SANDBOX_HIDE"] = os.pathsep.join(self._hide)
         return env
 
-    async def _take(self, job_id: int) -> _Harness:
-        """The standby harness if it is alive and fresh, else a new one."""
+    def _standby_devices(self) -> str | None:
+        """The standby waits on the first card (the one a lone single-GPU job takes first)."""
+        return self._cards.visible_devices([0]) if self._cards is not None else None
+
+    async def _take(self, job_id: int, devices: str | None = None) -> _Harness:
+        """The standby harness if it is alive, fresh and on the job's cards (``devices``), else
+        a new one on them. A standby on other cards is ended first: no idle harness holds a card
+        beside a timed job (a multi-GPU job holds them all)."""
         standby, self._standby = self._standby, None
         if standby is not None:
-            if standby.process.returncode is None and time.monotonic() - standby.born < STANDBY_MAX_AGE_S:
+            usable = devices is None or devices == self._standby_devices()
+            if usable and standby.process.returncode is None and time.monotonic() - standby.born < STANDBY_MAX_AGE_S:
                 log.debug("job takes the standby harness", job_id=job_id, pid=standby.process.pid)
                 return standby
             await _discard(standby)
-        return await self._spawn(f"kernelcup-job{job_id}-")
+        return await self._spawn(f"kernelcup-job{job_id}-", devices)
 
     async def _refill(self) -> None:
         if self._closed or self._standby is not None or self._standby_wanted < 1:
             return
         try:
-            self._standby = await self._spawn("kernelcup-standby-")
+            self._standby = await self._spawn("kernelcup-standby-", self._standby_devices())
         except RunnerError as exc:
             log.warning("no standby harness", error=str(exc))
 
@@ -195,13 +221,35 @@ class LocalRunner:
         return self._standby.process.pid if self._standby is not None else None
 
     def gpus(self) -> list[str]:
-        return [self._gpu]
+        """This machine's GPU, and the registry's entries of several of its cards that fit here
+        (``H200x2`` on a machine with two H200 or more)."""
+        return [self._gpu, *sorted(self._multi)]
+
+    @property
+    def cards(self) -> CardPool | None:
+        return self._cards
 
     async def run(
         self, spec: JobSpec, context: RunContext, on_progress: ProgressCallback
     ) -> Result:
+        if self._cards is None or spec.device == "cpu":
+            return await self._run(spec, context, on_progress, None)
+        whole = spec.task.world_size > 0 or context.gpu in self._multi
+        if spec.task.world_size > self._cards.count:
+            raise RunnerError(f"this job runs {spec.task.world_size} ranks, one per GPU, and this machine has "
+                              f"{self._cards.count} {self._gpu}")
+        taken = await self._cards.take(whole_machine=whole)
+        try:
+            log.debug("job holds cards", job_id=context.job_id, cards=[self._cards.names[c] for c in taken])
+            return await self._run(spec, context, on_progress, self._cards.visible_devices(taken))
+        finally:
+            await self._cards.give_back(taken)
+
+    async def _run(
+        self, spec: JobSpec, context: RunContext, on_progress: ProgressCallback, devices: str | None
+    ) -> Result:
         stderr: deque[bytes] = deque()
-        harness = await self._take(context.job_id)
+        harness = await self._take(context.job_id, devices)
         process, workdir = harness.process, harness.workdir
         self._processes[context.job_id] = process
         stderr_reader = asyncio.create_task(_keep_tail(process, stderr))

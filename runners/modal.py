@@ -283,11 +283,16 @@ class ModalRunner:
         config = self._gpus.get(gpu)
         if result.system.device != "cuda" or config is None:
             return
-        pattern = str(config.options.get("device_match", f"*{gpu}*"))
+        pattern = str(config.options.get("device_match", f"*{config.card}*"))
         if not fnmatch.fnmatch(result.system.gpu.lower(), pattern.lower()):
             raise RunnerError(
                 f"Modal ran this job on {result.system.gpu!r}, not on a {gpu}; its result was discarded"
             )
+        # A multi-GPU job: every rank's card (harness/multi_gpu.py names each one).
+        for line in result.system.ranks:
+            if not fnmatch.fnmatch(line.lower(), pattern.lower()):
+                raise RunnerError(f"Modal ran part of this job on another card ({line}), not on a {gpu}; "
+                                  "its result was discarded")
 
 
 def _modal_error(exc: BaseException, name: str) -> bool:

@@ -17,7 +17,7 @@ from adapters.web.schemas import HistoryPoint, LeaderboardDetail, LeaderboardSum
 from adapters.web.settings import WebSettings
 from core.app import Kernelcup
 from core.db import as_utc, session_scope
-from core.leaderboards import leaderboard_gpus, task_of, templates_of
+from core.leaderboards import leaderboard_gpus, task_of, templates_of, world_size_of
 from core.models import BestScore, Leaderboard, Run, Submission, User
 from core.ranking import entry_counts, standings, tie_labels
 from core.visibility import code_public_after_deadline, may_see_board
@@ -39,7 +39,7 @@ def summary(session: Session, app: Kernelcup, web: WebSettings, board: Leaderboa
     return LeaderboardSummary(
         name=board.name, deadline=deadline, closed=deadline <= app.now(), gpus=leaderboard_gpus(session, board.id),
         entries=entries, lang=board.lang, hidden=board.visibility != "public",
-        url=web.url(f"/leaderboards/{board.name}"),
+        url=web.url(f"/leaderboards/{board.name}"), world_size=world_size_of(board),
     )
 
 

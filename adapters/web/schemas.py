@@ -32,6 +32,8 @@ class LeaderboardSummary(BaseModel):
     lang: str
     hidden: bool = False
     url: str
+    # A multi-GPU leaderboard: the GPUs (ranks) every run uses; 0 for a single-GPU one.
+    world_size: int = 0
 
 
 class LeaderboardDetail(LeaderboardSummary):

@@ -151,6 +151,8 @@ def solutions() -> list[dict[str, Any]]:
     for folder in sorted(folders, key=lambda p: p.name):
         if BOARDS and folder.name not in BOARDS:
             continue
+        if re.search(r"^multi_gpu:\s*true\b", (folder / "task.yml").read_text(), re.MULTILINE):
+            continue  # one process per rank on several GPUs: bench/gpu/multi_gpu.py checks those
         for path in sorted((folder / "solutions").glob("*")):
             if path.suffix in (".py", ".cu"):
                 headers = dict(HEADER.findall(path.read_text()))

@@ -18,15 +18,18 @@ from core.leaderboards import (
     delete_leaderboard,
     get_leaderboard,
     leaderboard_gpus,
+    multi_gpu_note,
     task_files,
     task_of,
     templates_of,
+    world_size_of,
 )
 from core.messages import Block, File, Reply, Request, Table, Text
 from core.models import Code, Job, Leaderboard, Role, Run, Submission
 from core.permissions import allows
 from core.ranking import Standing, entry_counts, standings, tie_labels
 from core.report import format_seconds, submission_reply
+from core.task_fields import gpus_for_ranks
 from core.tasks import read_task_folder
 from core.users import user_for
 from core.visibility import default_code_public, may_see_code
@@ -68,7 +71,7 @@ def list_command(app: CommandContext, request: Request) -> Reply:
                 (
                     board.name,
                     f"{show_utc(deadline)} ({state})",
-                    ", ".join(leaderboard_gpus(session, board.id)),
+                    ", ".join(leaderboard_gpus(session, board.id)) + _ranks_suffix(board),
                     str(counts.get(board.id, 0)),
                 )
             )
@@ -96,8 +99,10 @@ def show_command(app: CommandContext, request: Request) -> Reply:
                 raise UserError(f"{board.name} does not run on {wanted}.", f"It runs on {', '.join(gpus)}.")
             gpus = match
         deadline = as_utc(board.deadline)
+        multi = multi_gpu_note(board)
         blocks: list[Block] = [
-            Text(f"{board.name} · deadline {show_utc(deadline)} ({relative(deadline, now)})", style="title")
+            Text(f"{board.name}{f' · {multi}' if multi else ''} · deadline {show_utc(deadline)} "
+                 f"({relative(deadline, now)})", style="title")
         ]
         limit = max(1, min(int(request.args["limit"]), 200))
         for gpu in gpus:
@@ -118,6 +123,11 @@ def show_command(app: CommandContext, request: Request) -> Reply:
     return Reply(blocks)
 
 
+def _ranks_suffix(board: Leaderboard) -> str:
+    ranks = world_size_of(board)
+    return f" (multi-GPU: {ranks} per run)" if ranks else ""
+
+
 def noise_of(entry: Standing) -> str:
     """The half-width of the entry's noise range, as a share of its score (e.g. "±0.4%")."""
     if entry.score_low is None or entry.score_high is None or entry.score <= 0:
@@ -133,6 +143,13 @@ def task_command(app: CommandContext, request: Request) -> Reply:
         files = task_files(session, board.id)
         task = task_of(board)
     blocks: list[Block] = [Text(board.name, style="title"), Text(board.description or "(no description)")]
+    ranks = world_size_of(board)
+    if ranks:
+        blocks.append(Text(
+            f"Multi-GPU: every run uses {ranks} GPUs, one process per rank, with torch.distributed ready (NCCL on "
+            "GPUs, gloo on the CPU); generate_input gets rank and world_size; a call's time is its slowest rank's.",
+            style="hint",
+        ))
     cases = "\n".join(str(case) for case in task.get("tests", []))
     blocks.append(Text(f"Tests:\n{cases}\nRanking: {board.ranking_by} of the benchmark medians."))
     blocks.extend(File(name, content.encode(), f"{board.name} task file") for name, content in sorted(files.items()))
@@ -263,7 +280,10 @@ def create_command(app: CommandContext, request: Request) -> Reply:
         task = read_task_folder(folder, name=request.args["name"] or None, reach=reach)
         with session_scope(app.engine) as session:
             user = user_for(session, request.actor)
-            board = create_leaderboard(session, task, deadline=deadline, gpus=gpus, creator_id=user.id)
+            cards = {name: gpu.count for name, gpu in app.settings.gpus.items()}
+            if not request.args["gpu"]:  # the served GPUs: those that can run it
+                gpus = gpus_for_ranks(task.task, gpus, cards, task.name) or gpus
+            board = create_leaderboard(session, task, deadline=deadline, gpus=gpus, creator_id=user.id, cards=cards)
             if request.args["hidden"]:
                 board.visibility = "hidden"
     app.reschedule(board.id)  # its close, reminders and "opened" announcement

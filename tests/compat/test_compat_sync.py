@@ -79,7 +79,8 @@ def test_problems_that_cannot_run_here_each_get_one_clear_line(engine: Engine, p
     assert errors["amd-gemm"] == (
         "amd-gemm's problem set: this leaderboard runs on AMD GPUs (MI300); kernelcup runs NVIDIA GPUs and the CPU only"
     )
-    assert errors["all2all"] == "task.yml: multi-GPU leaderboards are not supported yet (multi_gpu: true)"
+    assert errors["all2all"] == ("task.yml: test 1 of a multi-GPU leaderboard needs world_size, a whole number of "
+                                 "ranks from 1 to 64 (got None)")
     assert errors["broken"].startswith("task.yml is not valid YAML")
     assert all("\n" not in line.strip() and "Traceback" not in line for line in errors.values())
 

@@ -43,8 +43,8 @@ def test_kernelcups_own_leaderboards_keep_the_geometric_mean(folder: Path) -> No
     assert task_config(read_task_folder(folder, reach=folder.parent).task).ranking_by == "geom"
 
 
-def test_multi_gpu_is_refused_in_words(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="multi-GPU leaderboards are not supported yet"):
+def test_multi_gpu_without_world_size_is_refused_in_words(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="test 1 of a multi-GPU leaderboard needs world_size"):
         read_task_folder(_folder(tmp_path, "multi_gpu: true\n"))
 
 

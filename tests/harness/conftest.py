@@ -50,6 +50,10 @@ def leaderboard_spec(
         else:
             files[entry["name"]] = (folder / entry["source"]).read_text()
     config = task.get("config", {}) or {}
+    ranks = _world_size(task)
+    device = device or DEVICE
+    if ranks and device == "cuda" and not _enough_gpus(ranks):
+        device = "cpu"  # a GPU rerun on a machine with fewer cards runs the multi-GPU ones with gloo
     timeouts = {
         Mode.TEST: task.get("test_timeout", 180),
         Mode.BENCHMARK: task.get("benchmark_timeout", 180),
@@ -69,15 +73,29 @@ def leaderboard_spec(
             tests=list(task.get("tests", [])),
             benchmarks=list(task.get("benchmarks", [])),
             ranking_by=task.get("ranking_by", "last"),
+            world_size=ranks,
         ),
         files=files,
         submission_name=submission_name,
         timeout_s=float(timeout_s if timeout_s is not None else timeouts[mode]),
-        device=device or DEVICE,
+        device=device,
         gpu=gpu or GpuInfo(),
         secret_seed=secret_seed if mode is Mode.RANKED else None,
         result_key=secrets.token_hex(32),
     )
+
+
+def _enough_gpus(count: int) -> bool:
+    import torch
+
+    return torch.cuda.device_count() >= count
+
+
+def _world_size(task: dict[str, Any]) -> int:
+    """A multi-GPU leaderboard's ranks (the cases' ``world_size``); 0 for a single-GPU one."""
+    if not task.get("multi_gpu"):
+        return 0
+    return max(int(case.get("world_size", 1)) for case in [*task.get("tests", []), *task.get("benchmarks", [])])
 
 
 @dataclass

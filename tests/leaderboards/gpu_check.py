@@ -165,6 +165,9 @@ def main(names: list[str]) -> int:
     for folder in files.PY_FOLDERS:
         if names and folder.name not in names:
             continue
+        if folder.name in files.MULTI_GPU:
+            print(f"{folder.name}: multi-GPU, checked by bench/gpu/multi_gpu.py (one process per rank)", flush=True)
+            continue
         for solution in files.solutions_of(folder):
             results.append(check_solution(folder, solution, benchmark=solution.expect == "pass"))
             print(json.dumps(results[-1]), flush=True)

@@ -35,6 +35,10 @@ REQUIRED_KEYS = {
 # Leaderboards whose data tuple ends with a preallocated output buffer that the harness
 # fills with NaN before each call.
 OUTPUT_BUFFER = {"identity", "vectoradd", "grayscale", "softmax", "prefixsum"}
+# Multi-GPU leaderboards (task.yml multi_gpu: true): their files are checked here as one rank of a
+# one-rank gloo group (``one_rank``); their solutions' verdicts need two ranks and come from the
+# real harness (tests/harness/test_shipped_leaderboards.py).
+MULTI_GPU = {folder.name for folder in FOLDERS if yaml.safe_load((folder / "task.yml").read_text()).get("multi_gpu")}
 # Module names a leaderboard's files are imported under, as in GPU MODE's eval.
 MODULE_NAMES = ("task", "reference", "utils", "submission")
 
@@ -103,7 +107,7 @@ ALL_SOLUTIONS = [s for folder in FOLDERS for s in solutions_of(folder)]
 CPU_RUNNABLE = [
     s
     for folder in FOLDERS
-    if load_task(folder)["lang"] == "py"
+    if load_task(folder)["lang"] == "py" and folder.name not in MULTI_GPU
     for s in solutions_of(folder) + plain_templates(folder)
     if not s.requires_cuda
 ]
@@ -147,6 +151,25 @@ def leaderboard_modules(
         sys.modules.update(saved)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_rank(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A gloo group of one rank in this process, for the multi-GPU leaderboards' collectives."""
+    import torch.distributed as dist
+
+    store = tmp_path_factory.mktemp("gloo") / "store"
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def cpu_case(folder: Path, case: dict[str, Any]) -> dict[str, Any]:
+    """``generate_input``'s arguments on the CPU; a multi-GPU leaderboard's as its only rank."""
+    extra: dict[str, Any] = {"rank": 0, "world_size": 1} if folder.name in MULTI_GPU else {}
+    return {**case, **extra, "device": "cpu"}
+
+
 def clone(data: Any) -> Any:
     if isinstance(data, tuple):
         return tuple(clone(x) for x in data)
@@ -173,7 +196,7 @@ def run_cases(folder: Path, solution: Path, workdir: Path) -> list[tuple[bool, s
     with leaderboard_modules(folder, solution, workdir) as (reference, submission):
         assert submission is not None
         for case in load_task(folder)["tests"]:
-            data = reference.generate_input(**case, device="cpu")
+            data = reference.generate_input(**cpu_case(folder, case))
             given = clone(data)
             if folder.name in OUTPUT_BUFFER:
                 given[-1].fill_(math.nan)  # as the harness does
@@ -208,7 +231,9 @@ def test_ships_a_correct_a_wrong_and_a_fast_solution(folder: Path) -> None:
     shipped = solutions_of(folder)
     assert any(s.expect == "pass" and not s.requires_cuda for s in shipped), "no plain solution"
     assert any(s.expect == "fail" for s in shipped), "no wrong solution"
-    if load_task(folder)["lang"] == "py":
+    if folder.name in MULTI_GPU:  # runs on the CPU too (gloo): a second passing solution, the fast one
+        assert sum(s.expect == "pass" for s in shipped) >= 2, "no fast solution"
+    elif load_task(folder)["lang"] == "py":
         assert any(s.expect == "pass" and s.requires_cuda for s in shipped), "no fast solution"
 
 
@@ -251,11 +276,11 @@ def test_generate_input_depends_on_the_seed_alone(folder: Path, tmp_path: Path) 
     case = max(load_task(folder)["tests"], key=lambda c: sorted(c.items()))
     with leaderboard_modules(folder, None, tmp_path) as (reference, _):
         torch.manual_seed(1)
-        first = inputs_of(folder.name, reference.generate_input(**case, device="cpu"))
+        first = inputs_of(folder.name, reference.generate_input(**cpu_case(folder, case)))
         torch.manual_seed(2)  # the global RNG must not matter
-        again = inputs_of(folder.name, reference.generate_input(**case, device="cpu"))
+        again = inputs_of(folder.name, reference.generate_input(**cpu_case(folder, case)))
         other_case = {**case, "seed": case["seed"] + 1}
-        other = inputs_of(folder.name, reference.generate_input(**other_case, device="cpu"))
+        other = inputs_of(folder.name, reference.generate_input(**cpu_case(folder, other_case)))
     assert first, "no input tensors"
     assert all(torch.equal(a, b) for a, b in zip(first, again, strict=True))
     assert not all(torch.equal(a, b) for a, b in zip(first, other, strict=True))
@@ -265,7 +290,7 @@ def test_generate_input_depends_on_the_seed_alone(folder: Path, tmp_path: Path) 
 def test_reference_passes_its_own_check_and_fills_the_buffer_shape(folder: Path, tmp_path: Path) -> None:
     case = load_task(folder)["tests"][-1]
     with leaderboard_modules(folder, None, tmp_path) as (reference, _):
-        data = reference.generate_input(**case, device="cpu")
+        data = reference.generate_input(**cpu_case(folder, case))
         expected = reference.ref_kernel(clone(data))
         assert reference.check_implementation(data, expected) == (True, "")
     if folder.name in OUTPUT_BUFFER:
@@ -277,7 +302,7 @@ def test_reference_passes_its_own_check_and_fills_the_buffer_shape(folder: Path,
 def test_check_rejects_nan(folder: Path, tmp_path: Path) -> None:
     case = load_task(folder)["tests"][-1]
     with leaderboard_modules(folder, None, tmp_path) as (reference, _):
-        data = reference.generate_input(**case, device="cpu")
+        data = reference.generate_input(**cpu_case(folder, case))
         output = reference.ref_kernel(clone(data))
         if not output.is_floating_point():
             pytest.skip("integer output cannot hold NaN")

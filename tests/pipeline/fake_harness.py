@@ -49,6 +49,12 @@ def main() -> None:
         result.stdout = json.dumps(dict(os.environ))
     if behaviour == "pid":  # which process served the job (standby tests)
         result.stdout = str(os.getpid())
+    if behaviour == "cards":  # which cards the job got, and when it held them
+        began = time.time()
+        time.sleep(seconds)
+        cards = {"cuda": os.environ.get("CUDA_VISIBLE_DEVICES"), "began": began, "ended": time.time(),
+                 "pid": os.getpid()}
+        result.stdout = json.dumps(cards)
     if behaviour == "timeout":
         result.status, result.verdict = Status.TIMED_OUT, "the tests ran past 5 s"
     say(result_line(result, spec.result_key))

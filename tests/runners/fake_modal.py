@@ -106,6 +106,7 @@ def harness_output(
     gpu: str = "NVIDIA H100 80GB HBM3",
     key: str | None = None,  # sign with another key than the spec's (a forgery)
     gate: asyncio.Event | None = None,
+    ranks: Iterable[str] = (),  # a multi-GPU job: which card ran which rank
 ) -> Remote:
     """A remote that plays the harness: progress lines, then one result line signed with the key."""
 
@@ -121,7 +122,7 @@ def harness_output(
         await asyncio.sleep(seconds)
         verdict = "all tests passed" if status is Status.PASSED else status.value
         result = Result(spec["job_id"], Mode(spec["mode"]), status, verdict, score_s=1e-3,
-                        system=SystemInfo(device="cuda", gpu=gpu))
+                        system=SystemInfo(device="cuda", gpu=gpu, ranks=list(ranks)))
         lines.append(result_line(result, key or spec["result_key"]))
         return {"lines": lines, "returncode": 0, "stderr": ""}
 

@@ -35,6 +35,9 @@ def test_every_gpu_kind_has_a_function_pinned_to_its_exact_card() -> None:
     assert pinned == {
         "run_t4": "T4", "run_l4": "L4", "run_a10g": "A10", "run_l40s": "L40S", "run_a100_40gb": "A100-40GB",
         "run_a100_80gb": "A100-80GB", "run_h100": "H100!", "run_h200": "H200", "run_b200": "B200",
+        # several cards of one machine in one container, for multi-GPU leaderboards
+        "run_h100x2": "H100!:2", "run_h100x4": "H100!:4", "run_h100x8": "H100!:8",
+        "run_h200x2": "H200:2", "run_h200x4": "H200:4", "run_h200x8": "H200:8",
     }
     assert set(modal_app.GPU_FUNCTIONS) == set(pinned)
 

@@ -231,3 +231,22 @@ async def test_a_harness_limit_beyond_the_deployed_timeout_is_refused_before_spa
 def test_without_credentials_no_gpu_is_served_here() -> None:
     assert ModalRunner(SETTINGS, client=FakeModal(harness_output(), credentials=False)).gpus() == []
     assert ModalRunner(SETTINGS, client=FakeModal(harness_output())).gpus() == ["H100", "T4"]
+
+
+H100X2 = GpuConfig("H100x2", "modal", 3350, 989, {"modal_gpu": "H100!:2"}, count=2)
+MULTI = replace(SETTINGS, gpus={**SETTINGS.gpus, "H100x2": H100X2})
+RANKS = ["rank 0: cuda:0 = card 0, NVIDIA H100 80GB HBM3", "rank 1: cuda:1 = card 1, NVIDIA H100 80GB HBM3"]
+
+
+async def test_a_multi_gpu_job_runs_on_its_multi_card_function(recorder: Recorder) -> None:
+    modal = FakeModal(harness_output(ranks=RANKS), functions=("run_h100x2",))
+    result = await run(ModalRunner(MULTI, client=modal), spec(), recorder, gpu="H100x2")
+    assert result.passed and result.system.ranks == RANKS
+    assert [call.function for call in modal.calls.values()] == ["run_h100x2"]
+
+
+async def test_a_multi_gpu_result_with_a_rank_on_another_card_is_discarded(recorder: Recorder) -> None:
+    mixed = FakeModal(harness_output(ranks=[RANKS[0], "rank 1: cuda:1 = card 1, NVIDIA H200"]),
+                      functions=("run_h100x2",))
+    with pytest.raises(RunnerError, match=r"another card \(rank 1: cuda:1 = card 1, NVIDIA H200\)"):
+        await run(ModalRunner(MULTI, client=mixed), spec(), recorder, gpu="H100x2")

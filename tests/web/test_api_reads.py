@@ -129,3 +129,13 @@ async def test_unknown_ids_are_404(client: httpx.AsyncClient) -> None:
         response = await client.get(path)
         assert response.status_code == 404, path
         assert response.json()["kind"] == "not_found"
+
+
+async def test_a_multi_gpu_leaderboard_says_how_many_gpus_a_run_uses(client: httpx.AsyncClient) -> None:
+    boards = {b["name"]: b for b in (await client.get("/api/leaderboards")).json()}
+    assert boards["allreduce"]["world_size"] == 2 and boards["identity"]["world_size"] == 0
+    assert boards["allreduce"]["gpus"] == ["cpu"]  # the served H100 has one card
+    page = await client.get("/leaderboards/allreduce")
+    assert "multi-GPU: 2 GPUs per run" in page.text
+    listing = await client.get("/")
+    assert "2 GPUs</span>" in listing.text

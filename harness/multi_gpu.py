@@ -1,0 +1,265 @@
+"""A multi-GPU job: tests and benchmarks with one process per rank (``harness/rank_group.py``).
+
+GPU MODE's distributed format: every case names its ``world_size``; ``generate_input`` takes
+``rank`` (and ``world_size``, from the case) and makes that rank's inputs on the rank's card;
+``custom_kernel`` runs on every rank with ``torch.distributed`` ready; the reference and the
+check are collective too. kernelcup adds ``device`` where ``generate_input`` asks for it
+(``cuda:<rank>`` or ``cpu``), so a leaderboard can also run with gloo on the CPU.
+
+What carries over from single-GPU jobs: the secret seed stays in this process (each rank learns
+one derived seed per call), inputs are generated twice and fingerprinted, outputs come back as
+bytes and are checked by the harness's own reference ranks, never in the submission's
+processes. Timing: each call starts on every rank after one barrier and a device synchronize;
+the call's time is the slowest rank's, and the case's per-rank medians are kept beside it.
+What does not (yet): the no-op baseline, the timer-overhead subtraction, the clock
+cross-checks and the roofline floor of ``harness/benchmark.py``, and ranked mode's second
+round (one round, with the ranked stop rule).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from typing import Any
+
+from harness import fingerprint as fp
+from harness import scoring, stats
+from harness.benchmark import BENCHMARK_PLAN, RANKED_PLAN
+from harness.rank_group import RankGroup, free_port
+from harness.reporting import Emit
+from harness.seeds import SeedPlan
+from harness.spec import CaseResult, JobSpec, Mode, Progress, Result, Status
+from harness.verdict import RunEnded, describe_case, format_seconds
+from harness.workspace import Workspace, build_cache_env
+
+WARMUP_CALLS = {Mode.BENCHMARK: 3, Mode.RANKED: 5}
+# Work that outlived a rank's CUDA events (seen by the wall clock after a device synchronize)
+# beyond this is counted: the rank's time is then its wall time.
+OUTLIVED_NS = 50_000.0
+
+
+def resolve_device(spec: JobSpec) -> str:
+    import torch
+
+    if spec.device == "cpu" or (spec.device == "auto" and not torch.cuda.is_available()):
+        return "cpu"
+    if not torch.cuda.is_available():
+        raise RunEnded(Status.ERROR, "a GPU was requested but CUDA is not available on this machine")
+    found = torch.cuda.device_count()
+    if found < spec.task.world_size:
+        raise RunEnded(
+            Status.ERROR,
+            f"this leaderboard runs {spec.task.world_size} ranks, one per GPU, and this machine gave the job "
+            f"{found} (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')})",
+        )
+    return "cuda"
+
+
+def rank_cards(world_size: int, device: str, infos: list[dict[str, Any]]) -> list[str]:
+    """Which card ran which rank: the physical card from CUDA_VISIBLE_DEVICES, and its name."""
+    if device == "cpu":
+        return [f"rank {rank}: cpu (gloo)" for rank in range(world_size)]
+    visible = [part.strip() for part in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if part.strip()]
+    lines = []
+    for rank in range(world_size):
+        card = visible[rank] if rank < len(visible) else str(rank)
+        info = infos[rank] if rank < len(infos) else {}
+        name = str(info.get("gpu", "")) or "GPU"
+        uuid = str(info.get("uuid", ""))
+        lines.append(f"rank {rank}: cuda:{rank} = card {card}, {name}" + (f" ({uuid})" if uuid else ""))
+    return lines
+
+
+def run(spec: JobSpec, workspace: Workspace, result: Result, emit: Emit, deadline: float) -> None:
+    world_size = spec.task.world_size
+    device = resolve_device(spec)
+    group = RankGroup(workspace, world_size, device, deadline, spec.timeout_s)
+    try:
+        group.start()
+        _start(spec, workspace, group, result, device)
+        seeds = SeedPlan(spec.secret_seed if spec.mode is Mode.RANKED else None)
+        _run_tests(spec, group, seeds, result, emit)
+        if spec.mode in (Mode.TEST, Mode.PROFILE):
+            result.status = Status.PASSED
+            result.verdict = f"all {len(result.tests)} tests passed on {world_size} ranks"
+            if spec.mode is Mode.PROFILE:
+                result.verdict += " (profile mode is not available for multi-GPU leaderboards: tests only)"
+            return
+        _run_benchmarks(spec, group, seeds, result, emit, deadline)
+    finally:
+        group.finish()
+        result.stdout, result.stderr = (text[-16 * 1024 :] for text in group.output_text())
+
+
+def _start(spec: JobSpec, workspace: Workspace, group: RankGroup, result: Result, device: str) -> None:
+    from harness import sysinfo
+
+    assert group.ranks is not None and group.checkers is not None
+    group.activity = "while starting"
+    group.gather(group.ranks, ("started",))
+    port = free_port()
+    order = {
+        "op": "load",
+        "workdir": str(workspace.work),
+        "submission": spec.submission_name,
+        "env": build_cache_env(spec, workspace),
+        "rendezvous": {"world_size": group.world_size, "port": port, "timeout_s": spec.timeout_s + 60},
+    }
+    group.tell(group.ranks, [order] * group.world_size)
+    group.gather(group.checkers, ("ready",))
+    group.gather(group.ranks, ("loading",))
+    group.activity = "while loading the submission"
+    ready = group.gather(group.ranks, ("ready",))
+    infos = [dict(message.get("info") or {}) for message, _ in ready]
+    result.system = sysinfo.collect(device, infos[0], None)
+    result.system.isolation = ", ".join(
+        part for part in (workspace.isolation(), str(infos[0].get("isolation", ""))) if part
+    )
+    result.system.ranks = rank_cards(group.world_size, device, infos)
+
+
+def _rank_kwargs(kwargs: dict[str, Any], world_size: int) -> list[dict[str, Any]]:
+    base = {"world_size": world_size, **kwargs}
+    return [{**base, "rank": rank} for rank in range(world_size)]
+
+
+def _checked_call(
+    group: RankGroup, per_rank: list[dict[str, Any]], op: dict[str, Any] | None
+) -> list[tuple[bool, str]]:
+    """Run one checked call on every rank (``op``: a ``run`` order; None: ship the last timed
+    call's output) and judge each rank's output with the reference ranks."""
+    assert group.ranks is not None and group.checkers is not None
+    group.tell(group.checkers, [{"op": "generate", "kwargs": kw} for kw in per_rank])
+    if op is not None:
+        group.tell(group.ranks, [{**op, "kwargs": kw} for kw in per_rank])
+    else:
+        group.tell(group.ranks, [{"op": "ship"}] * group.world_size)
+    shipped = group.gather(group.ranks, ("output", "bad_output"))
+    generated = group.gather(group.checkers, ("generated",))
+    verdicts: list[tuple[bool, str]] = [(True, "")] * group.world_size
+    orders: list[dict[str, Any]] = []
+    payloads: list[bytes | None] = []
+    for rank, ((message, payload), (made, _)) in enumerate(zip(shipped, generated, strict=True)):
+        if message.get("msg") == "bad_output":
+            verdicts[rank] = (False, str(message.get("error", "bad output"))[:600])
+        elif op is not None and not fp.same(message.get("fingerprint"), made.get("fingerprint")):
+            verdicts[rank] = (False, "custom_kernel received inputs that differ from the generated ones "
+                                     "(tampered with before the call)")
+        usable = verdicts[rank][0]
+        orders.append({"op": "check", "tree": message.get("tree") if usable else None,
+                       "placements": message.get("placements") if usable else None})
+        payloads.append(payload if usable else None)
+    group.tell(group.checkers, orders, payloads)
+    checked = group.gather(group.checkers, ("checked",))
+    for rank, (message, _) in enumerate(checked):
+        if verdicts[rank][0]:
+            verdicts[rank] = (bool(message.get("ok")), str(message.get("message", "")))
+    return verdicts
+
+
+def _summary(verdicts: list[tuple[bool, str]]) -> tuple[bool, str]:
+    wrong = [f"rank {rank}: {message or 'wrong output'}" for rank, (ok, message) in enumerate(verdicts) if not ok]
+    return (not wrong), "; ".join(wrong)[:1200]
+
+
+def _run_tests(spec: JobSpec, group: RankGroup, seeds: SeedPlan, result: Result, emit: Emit) -> None:
+    cases = spec.task.tests
+    total = len(cases)
+    first_failure = ""
+    emit(Progress("testing", 0, total))
+    for index, case in enumerate(cases):
+        kwargs = seeds.case(case, "test")
+        label = f"test {index + 1} of {total} ({describe_case(kwargs)})"
+        group.activity = f"in {label}"
+        ok, message = _summary(_checked_call(group, _rank_kwargs(kwargs, group.world_size), {"op": "run"}))
+        result.tests.append(CaseResult(case=kwargs, passed=ok, message=message))
+        emit(Progress("testing", index + 1, total))
+        if not ok and not first_failure:
+            first_failure = f"{label} failed: {message}"
+    if first_failure:
+        raise RunEnded(Status.FAILED, first_failure)
+
+
+def _timed_call(group: RankGroup, per_rank: list[dict[str, Any]]) -> list[float]:
+    """One barrier-aligned call on every rank: each rank's time in ns."""
+    assert group.ranks is not None
+    group.tell(group.ranks, [{"op": "time_rank", "kwargs": kw} for kw in per_rank])
+    times = []
+    for rank, (message, _) in enumerate(group.gather(group.ranks, ("timed",))):
+        values = [message.get("event_ns"), message.get("wall_ns")]
+        if not all(isinstance(v, int | float) and v == v and 0 <= v < 1e15 for v in values):
+            raise RunEnded(Status.FAILED, f"rank {rank}'s process sent impossible timings {group.activity}")
+        event, wall = (float(v) for v in values)  # type: ignore[arg-type]
+        times.append(wall if group.device == "cuda" and wall - event > OUTLIVED_NS + event else event)
+    return times
+
+
+def _time_case(
+    spec: JobSpec, group: RankGroup, seeds: SeedPlan, case: dict[str, Any], label: str, seconds: float,
+    rng: random.Random,
+) -> tuple[CaseResult, float]:
+    ranked = spec.mode is Mode.RANKED
+    plan = RANKED_PLAN if ranked else BENCHMARK_PLAN
+    group.activity = f"while warming up {label}"
+    for index in range(WARMUP_CALLS.get(spec.mode, 3)):
+        _timed_call(group, _rank_kwargs(seeds.case(case, "warmup", index), group.world_size))
+    group.activity = f"in {label}"
+    calls: list[float] = []
+    per_rank: list[list[float]] = [[] for _ in range(group.world_size)]
+    started = time.monotonic()
+    index = 0
+    while True:
+        kwargs = seeds.case(case, "bench", index)
+        times = _timed_call(group, _rank_kwargs(kwargs, group.world_size))
+        if index == 0 or rng.random() < plan.recheck_probability:
+            ok, message = _summary(_checked_call(group, _rank_kwargs(kwargs, group.world_size), None))
+            if not ok:
+                raise RunEnded(Status.FAILED, f"{label} (timed call {index + 1}) gave a wrong answer: {message}")
+        calls.append(max(times))
+        for rank, value in enumerate(times):
+            per_rank[rank].append(value)
+        index += 1
+        elapsed = time.monotonic() - started
+        if stats.should_stop(calls, elapsed, plan.rule) or (elapsed >= seconds and index >= 2):
+            break
+    summary = stats.summarize(calls)
+    note = ""
+    medians = [stats.median(sorted(values)) for values in per_rank]
+    if max(medians) > 1.05 * min(medians):
+        slowest = max(range(len(medians)), key=lambda rank: medians[rank])
+        note = f"rank {slowest} was the slowest ({format_seconds(medians[slowest] * 1e-9)} median)"
+    outcome = stats.case_result(case, summary, note)
+    outcome.rank_median_ns = medians
+    return outcome, summary.median * 1e-9
+
+
+def _run_benchmarks(
+    spec: JobSpec, group: RankGroup, seeds: SeedPlan, result: Result, emit: Emit, deadline: float
+) -> None:
+    cases = spec.task.benchmarks
+    if not cases:
+        raise RunEnded(Status.ERROR, "the leaderboard defines no benchmarks")
+    rng = random.Random(os.urandom(16))
+    plan = RANKED_PLAN if spec.mode is Mode.RANKED else BENCHMARK_PLAN
+    emit(Progress("benchmarking", 0, len(cases)))
+    medians: list[float] = []
+    for index, case in enumerate(cases):
+        label = f"benchmark {index + 1} of {len(cases)} ({describe_case(case)})"
+        seconds = min(plan.rule.max_seconds, 0.85 * (deadline - time.monotonic()) / (len(cases) - index))
+        outcome, median_s = _time_case(spec, group, seeds, case, label, seconds, rng)
+        result.benchmarks.append(outcome)
+        medians.append(median_s)
+        emit(Progress("benchmarking", index + 1, len(cases)))
+    try:
+        result.score_s = scoring.combine(spec.task.ranking_by, medians)
+    except ValueError as exc:
+        raise RunEnded(Status.ERROR, f"cannot score this leaderboard: {exc}") from None
+    result.score_low_s, result.score_high_s = scoring.noise_range(spec.task.ranking_by, result.benchmarks)
+    result.status = Status.PASSED
+    what = "ranked score" if spec.mode is Mode.RANKED else "score"
+    result.verdict = (
+        f"all {len(result.tests)} tests passed on {group.world_size} ranks; {what} "
+        f"{format_seconds(result.score_s)} ({spec.task.ranking_by} of {len(medians)} benchmark medians, "
+        "each call timed as its slowest rank)"
+    )

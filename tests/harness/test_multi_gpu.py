@@ -1,0 +1,179 @@
+"""Multi-GPU leaderboards through the real harness: one process per rank, gloo on the CPU.
+
+The shipped multi-GPU leaderboards' solutions get their expected verdicts in
+``test_shipped_leaderboards.py`` (2 ranks each); here: ranked runs with per-rank times, and
+what ends a job early on one rank: a rank that never joins the collective the other waits in
+(a timeout naming it, no process left behind), a rank whose process dies, a rank that raises;
+and the secret seed, which no rank can find.
+"""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, REPO, HarnessRun, leaderboard_spec, read_run, run_many, start_harness
+
+from harness.spec import JobSpec, Mode, Status
+
+SHIPPED = REPO / "leaderboards"
+ALLREDUCE = SHIPPED / "allreduce"
+GEMM_RS = SHIPPED / "gemm_rs"
+MULTI = FIXTURES / "multi_gpu"
+SECRET = 918273645546372819
+
+
+def _fixture(name: str) -> str:
+    text: str = (MULTI / f"{name}.py.txt").read_text()
+    return text
+
+
+def _ranked(folder: Path, solution: str) -> JobSpec:
+    spec: JobSpec = leaderboard_spec(folder, (folder / "solutions" / solution).read_text(), Mode.RANKED,
+                                     timeout_s=120, secret_seed=SECRET)
+    spec.task.benchmarks = spec.task.tests[-2:]  # GPU-sized benchmarks would take minutes here
+    return spec
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, HarnessRun]:
+    specs = {
+        "allreduce": _ranked(ALLREDUCE, "all_reduce.py"),
+        "gemm_rs": _ranked(GEMM_RS, "reduce_scatter.py"),
+        "dies": leaderboard_spec(ALLREDUCE, _fixture("rank1_dies"), timeout_s=60),
+        "raises": leaderboard_spec(ALLREDUCE, _fixture("rank1_raises"), timeout_s=60),
+        "hunter": leaderboard_spec(ALLREDUCE, _fixture("secret_hunter"), Mode.RANKED, timeout_s=120,
+                                   secret_seed=SECRET),
+    }
+    specs["hunter"].task.benchmarks = specs["hunter"].task.tests[-1:]
+    batch: dict[str, HarnessRun] = run_many(specs)
+    return batch
+
+
+@pytest.mark.parametrize("name", ["allreduce", "gemm_rs"])
+def test_a_multi_gpu_leaderboard_ranks_with_every_ranks_time(name: str, runs: dict[str, HarnessRun]) -> None:
+    result = runs[name].outcome()
+    assert result.status is Status.PASSED, result.verdict
+    assert "on 2 ranks" in result.verdict and result.score_s is not None
+    if result.system.device == "cpu":
+        assert result.system.ranks == ["rank 0: cpu (gloo)", "rank 1: cpu (gloo)"]
+    else:  # the GPU rerun (KERNELCUP_TEST_DEVICE=cuda) on a machine with two cards
+        assert [line.split(" = ")[0] for line in result.system.ranks] == ["rank 0: cuda:0", "rank 1: cuda:1"]
+    for case in result.benchmarks:
+        assert len(case.rank_median_ns) == 2
+        # a call's time is its slowest rank's, so the case's median is at least each rank's
+        assert case.median_ns is not None and case.median_ns >= 0.99 * min(case.rank_median_ns)
+
+
+def test_a_rank_that_never_joins_the_collective_times_out_by_name_and_leaves_nothing() -> None:
+    marker = f"kcmg{secrets.token_hex(3)}"
+    spec = leaderboard_spec(ALLREDUCE, _fixture("rank1_never_joins").replace("@MARKER@", marker), timeout_s=15)
+    harness = start_harness()
+    stdout, stderr = harness.communicate(spec.to_json(), timeout=90)
+    result = read_run(stdout, stderr, harness.returncode, spec.result_key).outcome()
+    assert result.status is Status.TIMED_OUT, result.verdict
+    assert "rank 1 never joined the collective that rank 0 waited in" in result.verdict
+    assert "test 1 of" in result.verdict
+    assert not _processes(lambda comm, cmdline: comm == marker)
+    assert not _processes(lambda comm, cmdline: "harness.rank_" in cmdline and str(harness.pid) in cmdline)
+
+
+def test_a_rank_whose_process_dies_ends_the_job_naming_it(runs: dict[str, HarnessRun]) -> None:
+    result = runs["dies"].outcome()
+    assert result.status is Status.CRASHED, result.verdict
+    assert result.verdict.startswith("rank 1's process exited with code 3 in test 1 of"), result.verdict
+
+
+def test_a_rank_that_raises_ends_the_job_naming_it(runs: dict[str, HarnessRun]) -> None:
+    result = runs["raises"].outcome()
+    assert result.status is Status.CRASHED, result.verdict
+    assert "rank 1: the submission raised an exception" in result.verdict
+    assert "rank 1 gives up" in result.verdict
+
+
+def test_no_rank_finds_the_secret_seed(runs: dict[str, HarnessRun]) -> None:
+    result = runs["hunter"].outcome()
+    assert result.status is Status.PASSED, result.verdict
+    assert "HUNTER: looked in" in result.stdout
+    assert str(SECRET) not in result.to_json()
+
+
+def test_a_multi_gpu_job_on_a_machine_without_its_gpus_is_an_error_in_words() -> None:
+    spec = leaderboard_spec(ALLREDUCE, (ALLREDUCE / "solutions" / "all_reduce.py").read_text(), timeout_s=60)
+    spec.device = "cuda"  # the helper would fall back to the CPU here
+    import torch
+
+    if torch.cuda.device_count() >= 2:
+        pytest.skip("this machine has the GPUs")
+    result = run_many({"one": spec})["one"].outcome()
+    assert result.status is Status.ERROR
+    assert "CUDA is not available" in result.verdict or "this machine gave the job" in result.verdict
+
+
+def _processes(match: object) -> list[int]:
+    """Live processes for which ``match(comm, cmdline)`` holds, after a moment to be reaped."""
+    time.sleep(0.5)
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            comm = (entry / "comm").read_text().strip()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state not in ("Z", "X") and match(comm, cmdline):  # type: ignore[operator]
+            found.append(int(entry.name))
+    return found
+
+
+
+
+def test_a_killed_harness_takes_every_rank_and_reference_with_it() -> None:
+    import signal
+
+    marker = f"kcmk{secrets.token_hex(3)}"
+    spec = leaderboard_spec(ALLREDUCE, _fixture("rank1_never_joins").replace("@MARKER@", marker), timeout_s=120)
+    harness = start_harness()
+    assert harness.stdin is not None
+    harness.stdin.write(spec.to_json())
+    harness.stdin.close()
+    until = time.monotonic() + 90
+    while len(_processes(lambda comm, cmdline: comm == marker)) < 2 and time.monotonic() < until:
+        time.sleep(0.5)
+    assert len(_processes(lambda comm, cmdline: comm == marker)) == 2, "the ranks never started"
+    harness.send_signal(signal.SIGKILL)
+    harness.wait()
+    until = time.monotonic() + 10
+    while _processes(lambda comm, cmdline: comm == marker or ("harness.rank_reference" in cmdline
+                     and f" {harness.pid} " in cmdline)) and time.monotonic() < until:
+        time.sleep(0.5)
+    left = _processes(lambda comm, cmdline: comm == marker)
+    chains = [subprocess.run(["ps", "-o", "pid,ppid,pgid,stat,args", "-p", ",".join(_ancestors(pid))],
+                             capture_output=True, text=True).stdout for pid in left]
+    assert not left, chains
+    assert not _processes(lambda comm, cmdline: "harness.rank_reference" in cmdline and f" {harness.pid} " in cmdline)
+
+
+def _ancestors(pid: int) -> list[str]:
+    chain = [str(pid)]
+    while pid > 1:
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            break
+        chain.append(str(pid))
+    return chain
+
+
+def test_the_ranks_also_run_without_the_sandbox_each_in_its_own_user_namespace() -> None:
+    from conftest import run_harness
+
+    spec = leaderboard_spec(ALLREDUCE, (ALLREDUCE / "solutions" / "all_reduce.py").read_text(), timeout_s=60)
+    result = run_harness(spec, env={"KERNELCUP_HARNESS_SANDBOX": "off"}).outcome()
+    assert result.status is Status.PASSED, result.verdict
+    assert result.system.isolation.startswith("no sandbox"), result.system.isolation
