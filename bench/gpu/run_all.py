@@ -525,7 +525,8 @@ def section_hostile(report: Report, state: dict[str, Any]) -> None:
                 },
             )
     honest = medians.get("honest_add.py")
-    # The side stream is fenced and joined by the timer (harness/timing.py): timed like honest code.
+    # Side-stream work cannot start before the timer's start event and is joined if still busy
+    # when the call returns (harness/timing.py): timed like honest code.
     for file_name, tolerance, note in [("hidden_stream.py", 0.10, ""), ("cuda_timer_patch.py", 0.10, "")]:
         cheat = medians.get(file_name)
         if honest is None or cheat is None:
