@@ -112,11 +112,12 @@ class LocalRunner:
         self._command = list(harness_command or [sys.executable, "-m", "harness"])
         self._sandbox_harness = harness_command is None
         self._cache = Path(os.environ.get("KERNELCUP_CACHE_DIR") or Path.home() / ".cache" / "kernelcup")
-        registry = list(settings.gpus) if settings else []
-        self._gpu = gpu or detect_gpu(registry) or "cpu"
+        self._registry = list(settings.gpus) if settings else []
+        self._settings = settings
+        self._gpu = gpu  # asked of nvidia-smi when first needed: a one-shot start spawns first
         self._processes: dict[int, asyncio.subprocess.Process] = {}
         self._cancelled: set[int] = set()
-        self._standby_wanted = standby_count(settings, self._gpu) if standby is None else standby
+        self._standby_option = standby
         self._standby: _Harness | None = None
         self._closed = False
         self._one_shot = False
@@ -124,10 +125,16 @@ class LocalRunner:
 
     async def start(self, one_shot: bool = False) -> None:
         """Start the first standby harness (called when the bot starts). ``one_shot``: the process
-        runs one submission and exits (the terminal's ``submit``): no standby after its jobs."""
+        runs one submission and exits (the terminal's ``submit``): its job's harness starts now,
+        on the CPU too and before the GPU is even looked up, so that its torch import overlaps the
+        command's own work; none is started after the job. Calling it again is a no-op while a
+        harness is ready."""
         self._closed = False
         self._one_shot = one_shot
-        await self._refill()
+        if one_shot:
+            await self._refill(wanted=1)
+        else:
+            await self._refill()
 
     async def aclose(self) -> None:
         """Stop the standby harness (called when the bot stops)."""
@@ -181,8 +188,8 @@ class LocalRunner:
             await _discard(standby)
         return await self._spawn(f"kernelcup-job{job_id}-")
 
-    async def _refill(self) -> None:
-        if self._closed or self._standby is not None or self._standby_wanted < 1:
+    async def _refill(self, wanted: int | None = None) -> None:
+        if self._closed or self._standby is not None or (self._standby_wanted() if wanted is None else wanted) < 1:
             return
         try:
             self._standby = await self._spawn("kernelcup-standby-")
@@ -195,7 +202,17 @@ class LocalRunner:
         return self._standby.process.pid if self._standby is not None else None
 
     def gpus(self) -> list[str]:
-        return [self._gpu]
+        return [self._detected_gpu()]
+
+    def _detected_gpu(self) -> str:
+        if self._gpu is None:
+            self._gpu = detect_gpu(self._registry) or "cpu"
+        return self._gpu
+
+    def _standby_wanted(self) -> int:
+        if self._standby_option is not None:
+            return self._standby_option
+        return standby_count(self._settings, self._detected_gpu())
 
     async def run(
         self, spec: JobSpec, context: RunContext, on_progress: ProgressCallback
