@@ -134,3 +134,21 @@ def test_submit_ends_the_harness_started_for_a_next_job_before_its_loop_closes(
     renderer = TerminalRenderer(Console(file=io.StringIO()), tmp_path / "files")
     assert asyncio.run(handle_request(app, request, renderer)) == 0
     assert runner.standby_pid is None
+
+
+def test_a_command_that_needs_no_runner_never_builds_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`list` on a store that has its leaderboards imports no runner SDK and asks no nvidia-smi."""
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings(env={"KERNELCUP_DATABASE_URL": f"sqlite:///{tmp_path}/kernelcup.db",
+                                  "KERNELCUP_LEADERBOARDS_DIR": str(ROOT / "leaderboards")})
+    first = open_app(settings, log_file=tmp_path / "kernelcup.log")  # a fresh store syncs: GPUs needed
+    assert first.sync_if_empty() is not None
+
+    def no_runners() -> dict[str, LocalRunner]:
+        raise AssertionError("list built the runners")
+
+    app = open_app(settings, log_file=tmp_path / "kernelcup.log", runners=no_runners)
+    request = Request(actor=terminal_actor(), command="list")
+    renderer = TerminalRenderer(Console(file=io.StringIO()), tmp_path / "files")
+    assert asyncio.run(handle_request(app, request, renderer)) == 0
+    assert "vectoradd" in renderer.console.file.getvalue()  # type: ignore[attr-defined]
