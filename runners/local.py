@@ -163,6 +163,7 @@ class LocalRunner:
         except OSError as exc:
             shutil.rmtree(workdir, ignore_errors=True)
             raise RunnerError(f"could not start the harness ({self._command[0]}): {exc}") from exc
+        log.debug("harness started", pid=process.pid, standby=prefix.startswith("kernelcup-standby"))
         return _Harness(process, workdir, time.monotonic())
 
     def _environment(self, workdir: str) -> dict[str, str]:

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
@@ -135,6 +136,7 @@ class HandoffListener:
                           args=dict(order["args"]),
                           attachments=[attachment_from_json(a) for a in order.get("attachments") or []])
         log.info("hand-off command", command=request.command, actor=request.actor.identity)
+        began = time.monotonic()
         reply = await app.handle(request)
         writer.write(encode({"type": "reply", "reply": reply_json(reply)}))
         await writer.drain()
@@ -146,6 +148,9 @@ class HandoffListener:
         report = await app.submission_report(reply.submission_id)
         writer.write(encode({"type": "report", "reply": reply_json(report)}))
         await writer.drain()
+        # The bot's own time for the submission, from the order to the report (bench/cli_latency.py).
+        log.info("hand-off submission done", submission_id=reply.submission_id,
+                 elapsed_s=round(time.monotonic() - began, 3))
 
 
 async def _answers(path: Path) -> bool:
