@@ -108,7 +108,8 @@ class Bench:
         }
 
     def missing_modules(self) -> list[str]:
-        probe = "import importlib.util, sys; print(' '.join(m for m in sys.argv[1:] if not importlib.util.find_spec(m)))"
+        probe = ("import importlib.util, sys; "
+                 "print(' '.join(m for m in sys.argv[1:] if not importlib.util.find_spec(m)))")
         done = subprocess.run([self.python, "-c", probe, *NEEDED], capture_output=True, text=True,
                               env=self.env(self.work))
         return done.stdout.split()
