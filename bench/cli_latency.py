@@ -56,6 +56,8 @@ def main() -> int:
                         "(1: a warm harness, as a GPU's auto; the CPU's auto is 0)")
     parser.add_argument("--pause-s", type=float, default=4.0,
                         help="between submits to the server: time for its standby harness to start again")
+    parser.add_argument("--no-serve", action="store_true", help="skip the runs beside a server (for a "
+                        "kernelcup older than the hand-off: a before/after comparison)")
     parser.add_argument("--out", type=Path, help="also write the report (markdown) here")
     options = parser.parse_args()
     folder = options.leaderboard.resolve()
@@ -67,7 +69,7 @@ def main() -> int:
               "(bench/gpu/wheels.sh makes the wheels; its header says how).", file=sys.stderr)
         return 2
     try:
-        report = bench.run(options.runs, options.pause_s)
+        report = bench.run(options.runs, options.pause_s, serve=not options.no_serve)
     finally:
         bench.close()
     print(report)
@@ -127,7 +129,7 @@ class Bench:
     def submit(self, home: Path) -> tuple[float, subprocess.CompletedProcess[str]]:
         return self.cli(home, "submit", "test", str(self.solution), "--leaderboard", self.name)
 
-    def run(self, runs: int, pause_s: float) -> str:
+    def run(self, runs: int, pause_s: float, serve: bool = True) -> str:
         shutil.rmtree(self.cache, ignore_errors=True)
         rows: list[tuple[str, list[float], str]] = []
         base = self.interpreter_start()
@@ -151,7 +153,7 @@ class Bench:
         rows.append(("`submit test`, fresh database, source built before", fresh, ""))
         rows.append(("`submit test`, existing database, source built before", existing, ""))
 
-        beside, server_s = self.beside_server(runs, pause_s)
+        beside, server_s = self.beside_server(runs, pause_s) if serve else ([], [])
         rows.append(("`submit test` beside a running `kernelcup serve` (handed to it)", beside, ""))
         rows.append(("the server's own time for it (order to report: the bot's warm path)", server_s, ""))
         return self.report(rows, base, imports, breakdowns)

@@ -287,10 +287,12 @@ class LocalRunner:
 
 
 def _runner_folders(settings: Settings | None) -> list[str]:
-    """The bot's own folders (database, leaderboards, config): never for a job to see."""
+    """The bot's own folders (database, leaderboards, config; the terminal's ``var/``, which holds
+    its log, saved files and, where the database is no SQLite file, the hand-off socket through
+    which a process of the bot's user could run commands): never for a job to see."""
     if settings is None:
         return []
-    folders = [Path(settings.leaderboards_dir).resolve()]
+    folders = [Path(settings.leaderboards_dir).resolve(), Path("var").resolve()]
     url = str(settings.database_url)
     if url.startswith("sqlite:///"):
         folders.append(Path(url.removeprefix("sqlite:///")).resolve().parent)
