@@ -10,7 +10,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-.venv/bin/python}
 mkdir -p .whl
-pins=$("$PY" -m pip freeze 2>/dev/null | grep -iE '^(sqlmodel|sqlalchemy|pydantic|pydantic[-_]core|typing[-_]inspection|annotated[-_]types|pyyaml|structlog|alembic|mako|markupsafe|greenlet|typing[-_]extensions|pytest|pluggy|iniconfig|packaging|pytest[-_]timeout|pytest[-_]asyncio|typer|click|rich|markdown[-_]it[-_]py|mdurl|pygments|shellingham|apscheduler|tzlocal)==')
+pins=$("$PY" -m pip freeze 2>/dev/null | grep -iE '^(sqlmodel|sqlalchemy|pydantic|pydantic[-_]core|typing[-_]inspection|annotated[-_]types|pyyaml|structlog|alembic|mako|markupsafe|greenlet|typing[-_]extensions|pytest|pluggy|iniconfig|packaging|pytest[-_]timeout|pytest[-_]asyncio|typer|annotated[-_]doc|click|rich|markdown[-_]it[-_]py|mdurl|pygments|shellingham|apscheduler|tzlocal)==')
 for pin in $pins; do
   "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \

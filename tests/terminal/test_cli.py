@@ -152,3 +152,15 @@ def test_a_command_that_needs_no_runner_never_builds_one(tmp_path: Path, monkeyp
     renderer = TerminalRenderer(Console(file=io.StringIO()), tmp_path / "files")
     assert asyncio.run(handle_request(app, request, renderer)) == 0
     assert "vectoradd" in renderer.console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def test_the_command_line_and_the_hand_off_load_without_the_store_or_torch() -> None:
+    """What every command pays before it does anything, and all that a command handed to a
+    running server pays: the registry, Typer and Rich; the store, Alembic, the scheduler, the
+    runners and torch come with the embedded commands that use them."""
+    probe = ("import sys, adapters.terminal.cli, adapters.terminal.handoff; "
+             "print(' '.join(m for m in ('sqlalchemy', 'sqlmodel', 'alembic', 'apscheduler', 'torch', 'modal', "
+             "'httpx', 'runners.local') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == []
