@@ -1,6 +1,7 @@
 """The scriptable ``kernelcup`` command. Every core command becomes a subcommand built from the
 registry (so a command added to the core appears here too); ``serve`` and ``db`` are the
-terminal's own.
+terminal's own. A command runs in the ``kernelcup serve`` of the same database when one runs on
+this box (adapters/terminal/handoff.py), else embedded; only what it uses is imported.
 
 Exit status: 0 when the request succeeded and, for a submission, every job passed; 1 when the
 request was refused or failed (a job failed, an unknown leaderboard); 2 for a command line that
