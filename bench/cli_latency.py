@@ -3,6 +3,11 @@ test` cold (a new process; a fresh database, then an existing one), and `submit 
 running `kernelcup serve`, with the server's own time for it (the bot's warm path).
 
     python bench/cli_latency.py [--leaderboard FOLDER] [--solution FILE] [--runs 5] [--out FILE]
+                                [--baseline PYTHON:REPO]
+
+``--baseline`` measures another kernelcup beside this one (the code before a change: a checkout
+and an interpreter that imports it rather than this one), run for run, so both see the same
+load on a shared machine.
 
 Defaults: leaderboards/vectoradd and its solutions/pytorch.py. ``--leaderboard`` takes any
 leaderboard folder, GPU MODE's too (e.g. reference-kernels/problems/pmpp_v2/vectoradd_py with
@@ -19,7 +24,8 @@ how to install them); the script names what is missing.
 Every run is a real process timed from outside. The build cache (``KERNELCUP_CACHE_DIR``) is
 emptied once at the start, so the first `submit` compiles (Triton, load_inline) and the later
 ones show what a rerun of the same source costs. The breakdown of a submit comes from its log
-(timestamps of harness start, job start and end) and from ``-X importtime``.
+(timestamps of harness start, job start and end; a kernelcup from before the hand-off logs no
+harness start, so its first phase reads 0 and the second holds both) and from ``-X importtime``.
 """
 
 from __future__ import annotations
@@ -56,31 +62,71 @@ def main() -> int:
                         "(1: a warm harness, as a GPU's auto; the CPU's auto is 0)")
     parser.add_argument("--pause-s", type=float, default=4.0,
                         help="between submits to the server: time for its standby harness to start again")
-    parser.add_argument("--no-serve", action="store_true", help="skip the runs beside a server (for a "
-                        "kernelcup older than the hand-off: a before/after comparison)")
+    parser.add_argument("--baseline", metavar="PYTHON:REPO", help="also measure another kernelcup (e.g. a "
+                        "checkout from before a change, and an interpreter that imports it), each run interleaved "
+                        "with this one's so that both see the same load; it gets no server runs")
     parser.add_argument("--out", type=Path, help="also write the report (markdown) here")
     options = parser.parse_args()
     folder = options.leaderboard.resolve()
     solution = (options.solution or folder / "solutions" / "pytorch.py").resolve()
-    bench = Bench(options.python, folder, solution, options.serve_standby)
-    missing = bench.missing_modules()
-    if missing:
-        print(f"{options.python} cannot import {', '.join(missing)}: install the core's packages first "
-              "(bench/gpu/wheels.sh makes the wheels; its header says how).", file=sys.stderr)
-        return 2
+    benches = [Bench("this", options.python, REPO, folder, solution, options.serve_standby)]
+    if options.baseline:
+        python, _, repo = options.baseline.partition(":")
+        benches.insert(0, Bench("baseline", python, Path(repo).resolve(), folder, solution, options.serve_standby))
     try:
-        report = bench.run(options.runs, options.pause_s, serve=not options.no_serve)
+        for bench in benches:
+            missing = bench.missing_modules()
+            if missing:
+                print(f"{bench.python} cannot import {', '.join(missing)}: install the core's packages first "
+                      "(bench/gpu/wheels.sh makes the wheels; its header says how).", file=sys.stderr)
+                return 2
+        report = measure(benches, options.runs, options.pause_s)
     finally:
-        bench.close()
+        for bench in benches:
+            bench.close()
     print(report)
     if options.out:
         options.out.write_text(report + "\n")
     return 0
 
 
+def measure(benches: list[Bench], runs: int, pause_s: float) -> str:
+    """Every measurement, run after run, each run of each kernelcup in turn."""
+    rows: dict[str, dict[str, list[float]]] = {}
+    breakdowns: dict[str, list[dict[str, float]]] = {b.label: [] for b in benches}
+
+    def each(what: str, count: int, one: Any) -> None:
+        for i in range(count):
+            for bench in benches:
+                rows.setdefault(what, {}).setdefault(bench.label, []).append(one(bench, i))
+
+    def fresh_submit(bench: Bench, i: int) -> float:
+        home = bench.work / f"submit{i}"
+        elapsed, _ = bench.submit(home)
+        breakdowns[bench.label].append(log_breakdown(home / "var" / "kernelcup.log", elapsed))
+        return elapsed
+
+    for bench in benches:
+        shutil.rmtree(bench.cache, ignore_errors=True)
+    each("`list`, fresh database (migrations, first sync)", runs, lambda b, i: b.cli(b.work / f"list{i}", "list")[0])
+    each("`list`, existing database", runs, lambda b, i: b.cli(b.work / "list0", "list")[0])
+    each("`submit test`, first run of this source (fresh database; builds compile)", 1,
+         lambda b, i: b.submit(b.work / "first")[0])  # the build cache was emptied
+    each("`submit test`, fresh database, source built before", runs, fresh_submit)
+    each("`submit test`, existing database, source built before", runs, lambda b, i: b.submit(b.work / "submit0")[0])
+    beside, server_s = benches[-1].beside_server(runs, pause_s)
+    rows["`submit test` beside a running `kernelcup serve` (handed to it)"] = {benches[-1].label: beside}
+    rows["the server's own time for it (order to report: the bot's warm path)"] = {benches[-1].label: server_s}
+    return report(benches, rows, breakdowns)
+
+
 class Bench:
-    def __init__(self, python: str, folder: Path, solution: Path, serve_standby: str) -> None:
+    """One kernelcup (an interpreter and the repository it runs) and its scratch folder."""
+
+    def __init__(self, label: str, python: str, repo: Path, folder: Path, solution: Path, serve_standby: str) -> None:
+        self.label = label
         self.python = python
+        self.repo = repo
         self.folder = folder
         self.solution = solution
         self.serve_standby = serve_standby
@@ -88,7 +134,7 @@ class Bench:
         self.work = Path(tempfile.mkdtemp(prefix="kcbench", dir="/tmp"))
         self.cache = self.work / "cache"
         self.name = board_name(folder)
-        self.pythonpath = [str(REPO)]
+        self.pythonpath = [str(repo)]
         if not installed(python):
             self.pythonpath.append(str(entry_points_folder(self.work / "meta")))
 
@@ -128,35 +174,6 @@ class Bench:
 
     def submit(self, home: Path) -> tuple[float, subprocess.CompletedProcess[str]]:
         return self.cli(home, "submit", "test", str(self.solution), "--leaderboard", self.name)
-
-    def run(self, runs: int, pause_s: float, serve: bool = True) -> str:
-        shutil.rmtree(self.cache, ignore_errors=True)
-        rows: list[tuple[str, list[float], str]] = []
-        base = self.interpreter_start()
-        imports = self.import_time()
-
-        fresh_lists = [self.cli(self.work / f"list{i}", "list")[0] for i in range(runs)]
-        again = self.work / "list0"
-        lists = [self.cli(again, "list")[0] for _ in range(runs)]
-        rows.append(("`list`, fresh database (migrations, first sync)", fresh_lists, ""))
-        rows.append(("`list`, existing database", lists, ""))
-
-        first, _ = self.submit(self.work / "first")  # compiles: the build cache was emptied
-        fresh, breakdowns = [], []
-        for i in range(runs):
-            home = self.work / f"submit{i}"
-            elapsed, _ = self.submit(home)
-            fresh.append(elapsed)
-            breakdowns.append(log_breakdown(home / "var" / "kernelcup.log", elapsed))
-        existing = [self.submit(self.work / "submit0")[0] for _ in range(runs)]
-        rows.append(("`submit test`, first run of this source (fresh database; builds compile)", [first], ""))
-        rows.append(("`submit test`, fresh database, source built before", fresh, ""))
-        rows.append(("`submit test`, existing database, source built before", existing, ""))
-
-        beside, server_s = self.beside_server(runs, pause_s) if serve else ([], [])
-        rows.append(("`submit test` beside a running `kernelcup serve` (handed to it)", beside, ""))
-        rows.append(("the server's own time for it (order to report: the bot's warm path)", server_s, ""))
-        return self.report(rows, base, imports, breakdowns)
 
     def beside_server(self, runs: int, pause_s: float) -> tuple[list[float], list[float]]:
         home = self.work / "served"
@@ -204,25 +221,32 @@ class Bench:
         return {"adapters.terminal.cli": found.pop("adapters.terminal.cli", 0.0),
                 **{name: found.get(name, 0.0) for name in WATCHED}}
 
-    def report(self, rows: list[tuple[str, list[float], str]], base: float, imports: dict[str, float],
-               breakdowns: list[dict[str, float]]) -> str:
-        lines = [f"### CLI latency, {datetime.now().astimezone():%Y-%m-%d %H:%M %Z}",
-                 "", f"leaderboard `{self.name}` ({self.folder}), solution `{self.solution.name}`, "
-                 f"python {self.python}, {machine()}", "",
-                 "| what | median s | runs (s) |", "| --- | --- | --- |"]
-        for what, times, _ in rows:
-            shown = ", ".join(f"{t:.2f}" for t in times)
-            lines.append(f"| {what} | {statistics.median(times):.2f} | {shown} |" if times else f"| {what} | - | |")
-        lines += ["", f"Interpreter start (`python -c pass`): {base:.3f} s. `-X importtime` of the CLI module, "
-                  "seconds (each library where it is first imported; they overlap; 0: not imported):", ""]
-        lines += [f"- {name}: {seconds:.3f}" for name, seconds in imports.items()]
-        if breakdowns:
-            lines += ["", "Breakdown of `submit test` (fresh database), median of the runs, from the CLI's log:", "",
-                      "| phase | s |", "| --- | --- |"]
-            for phase in breakdowns[0]:
-                values = [b[phase] for b in breakdowns if phase in b]
-                lines.append(f"| {phase} | {statistics.median(values):.2f} |")
-        return "\n".join(lines)
+def report(benches: list[Bench], rows: dict[str, dict[str, list[float]]],
+           breakdowns: dict[str, list[dict[str, float]]]) -> str:
+    this = benches[-1]
+    lines = [f"### CLI latency, {datetime.now().astimezone():%Y-%m-%d %H:%M %Z}", "",
+             f"leaderboard `{this.name}` ({this.folder}), solution `{this.solution.name}`, {machine()}", ""]
+    for bench in benches:
+        lines.append(f"- {bench.label}: {bench.python} running {bench.repo}; interpreter start "
+                     f"(`python -c pass`) {bench.interpreter_start():.3f} s; `-X importtime` of the CLI module, s "
+                     "(each library where it is first imported; 0: not imported): "
+                     + ", ".join(f"{k} {v:.3f}" for k, v in bench.import_time().items()))
+    labels = [b.label for b in benches]
+    lines += ["", "| what | " + " | ".join(f"{label}: median s (runs)" for label in labels) + " |",
+              "| --- |" + " --- |" * len(labels)]
+    for what, by_label in rows.items():
+        cells = []
+        for label in labels:
+            times = by_label.get(label, [])
+            cells.append(f"{statistics.median(times):.2f} ({', '.join(f'{t:.2f}' for t in times)})" if times else "-")
+        lines.append(f"| {what} | " + " | ".join(cells) + " |")
+    lines += ["", "Breakdown of `submit test` (fresh database), median of the runs, from the CLI's log:", "",
+              "| phase | " + " | ".join(labels) + " |", "| --- |" + " --- |" * len(labels)]
+    for phase in breakdowns[labels[-1]][0] if breakdowns[labels[-1]] else []:
+        cells = [f"{statistics.median([b[phase] for b in breakdowns[label]]):.2f}" if breakdowns[label] else "-"
+                 for label in labels]
+        lines.append(f"| {phase} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def log_breakdown(log: Path, elapsed: float) -> dict[str, float]:
