@@ -103,7 +103,7 @@ def measure(benches: list[Bench], runs: int, pause_s: float) -> str:
     def fresh_submit(bench: Bench, i: int) -> float:
         home = bench.work / f"submit{i}"
         elapsed, _ = bench.submit(home)
-        breakdowns[bench.label].append(log_breakdown(home / "var" / "kernelcup.log", elapsed))
+        breakdowns[bench.label].append(log_breakdown(home / "var" / "kernelcup.log", bench.launched_at, elapsed))
         return elapsed
 
     for bench in benches:
@@ -133,6 +133,7 @@ class Bench:
         # Short: the server's unix socket lives here, and its path has room for ~100 characters.
         self.work = Path(tempfile.mkdtemp(prefix="kcbench", dir="/tmp"))
         self.cache = self.work / "cache"
+        self.launched_at = 0.0
         self.name = board_name(folder)
         self.pythonpath = [str(repo)]
         if not installed(python):
@@ -164,6 +165,7 @@ class Bench:
 
     def cli(self, home: Path, *args: str) -> tuple[float, subprocess.CompletedProcess[str]]:
         home.mkdir(parents=True, exist_ok=True)
+        self.launched_at = time.time()  # the wall clock, as the log's timestamps
         began = time.perf_counter()
         done = subprocess.run([self.python, "-m", "adapters.terminal", *args], cwd=home, env=self.env(home),
                               capture_output=True, text=True, timeout=600)
@@ -211,8 +213,9 @@ class Bench:
     def import_time(self) -> dict[str, float]:
         """Seconds of -X importtime for the CLI module, and for each library of WATCHED that it
         imports (cumulative, where it is first imported: they overlap)."""
+        # cwd: not a repository (``-c`` puts the working folder first on the path)
         done = subprocess.run([self.python, "-X", "importtime", "-c", "import adapters.terminal.cli"],
-                              capture_output=True, text=True, env=self.env(self.work))
+                              capture_output=True, text=True, env=self.env(self.work), cwd=self.work)
         found: dict[str, float] = {}
         for line in done.stderr.splitlines():
             match = re.match(r"import time:\s+\d+ \|\s+(\d+) \| *(\S+)$", line)
@@ -249,23 +252,21 @@ def report(benches: list[Bench], rows: dict[str, dict[str, list[float]]],
     return "\n".join(lines)
 
 
-def log_breakdown(log: Path, elapsed: float) -> dict[str, float]:
-    """Phases of one submit from its JSON log: the process's start is the log's first line minus
-    nothing we can know, so phases are measured back from the end (the process's wall time)."""
+def log_breakdown(log: Path, launched_at: float, elapsed: float) -> dict[str, float]:
+    """Phases of one submit: from the launch (the bench's wall clock) to each event of its log,
+    and from the job's end to the process's."""
     events = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
     stamps = {e["event"]: datetime.fromisoformat(e["timestamp"].replace("Z", "+00:00")).timestamp() for e in events}
-    end = max(stamps.values())
-    start = end - elapsed  # the last line is written just before the process exits
     marks = [("until the harness process is started (interpreter, CLI imports, settings)", "harness started"),
              ("until the job starts (store, schema check, sync, submission row, claim)", "job started"),
-             ("the job: harness running (torch import left, tests, result)", "job finished"),
-             ("rendering the report and ending the process", None)]
+             ("the job: harness running (torch import left, tests, result)", "job finished")]
     out: dict[str, float] = {}
-    previous = start
+    previous = launched_at
     for label, event in marks:
-        at = stamps.get(event, previous) if event else start + elapsed
+        at = stamps.get(event, previous)
         out[label] = max(0.0, at - previous)
         previous = max(previous, at)
+    out["rendering the report and ending the process"] = max(0.0, launched_at + elapsed - previous)
     return out
 
 
