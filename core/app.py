@@ -6,11 +6,12 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 import structlog
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, select
+from sqlmodel import Session
 
 from core.announcements import Announcements
 from core.commands.catalog import find_command
@@ -21,9 +22,9 @@ from core.db import session_scope
 from core.errors import UserError
 from core.events import JobEvent
 from core.jobs import Pipeline
-from core.leaderboards import SyncReport, sync_folder
+from core.leaderboards import SyncReport, has_leaderboards, sync_folder
 from core.messages import Problem, Reply, Request
-from core.models import Leaderboard, Run, utcnow
+from core.models import Run, utcnow
 from core.notices import new_leader_announcement
 from core.permissions import allows, role_of
 from core.ranking import RankChange
@@ -40,22 +41,36 @@ class Kernelcup:
         self,
         settings: Settings,
         engine: Engine,
-        runners: Mapping[str, Runner],
+        # A mapping, or a function that builds it when a command first needs a runner: the
+        # terminal's `list` then never imports a runner's SDK or asks nvidia-smi for the GPU.
+        runners: Mapping[str, Runner] | Callable[[], Mapping[str, Runner]],
         *,
         clock: Callable[[], datetime] = utcnow,
         scheduler: bool = True,  # off: no deadlines, reminders or final standings run here
     ) -> None:
         self.settings = settings
         self.engine = engine
-        self.runners = dict(runners)
+        self._runners: dict[str, Runner] | None = dict(runners) if isinstance(runners, Mapping) else None
+        self._load_runners = runners if callable(runners) else None
         self.clock = clock
-        self.pipeline = Pipeline(engine, settings, self._runner_by_gpu(), clock=clock,
-                                 on_rank_change=self._on_rank_change)
         self.announcements = Announcements(settings)
         self.scheduling = Scheduling(engine, settings, self.announcements, clock=clock,
-                                     wake_pipeline=self.pipeline.wake) if scheduler else None
+                                     wake_pipeline=lambda: self.pipeline.wake()) if scheduler else None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._announcing: set[asyncio.Task[None]] = set()
+
+    @property
+    def runners(self) -> dict[str, Runner]:
+        if self._runners is None:
+            assert self._load_runners is not None
+            self._runners = dict(self._load_runners())
+        return self._runners
+
+    @cached_property
+    def pipeline(self) -> Pipeline:
+        """The workers, built with the runners the first time a command or a start needs them."""
+        return Pipeline(self.engine, self.settings, self._runner_by_gpu(), clock=self.clock,
+                        on_rank_change=self._on_rank_change)
 
     def now(self) -> datetime:
         return self.clock()
@@ -88,8 +103,10 @@ class Kernelcup:
         """Stop serving; running jobs get ``drain_s`` to finish, then go back to the queue."""
         if self.scheduling is not None:
             await self.scheduling.stop()
-        await self.pipeline.stop(drain_s)
-        await self._each_runner("aclose")
+        if "pipeline" in self.__dict__:  # built (cached_property): else no worker ever ran here
+            await self.pipeline.stop(drain_s)
+        if self._runners is not None:
+            await self._each_runner("aclose")
         if self._announcing:
             await asyncio.wait(list(self._announcing), timeout=10)
 
@@ -121,7 +138,7 @@ class Kernelcup:
     def sync_if_empty(self) -> SyncReport | None:
         """On a fresh store, every leaderboard folder; ``None`` when there were leaderboards."""
         with session_scope(self.engine) as session:
-            if session.exec(select(Leaderboard.id)).first() is not None:
+            if has_leaderboards(session):
                 return None
             report = self.sync_leaderboards(session)
         (log.warning if report.errors else log.info)("leaderboards synced", created=report.created,

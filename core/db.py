@@ -6,17 +6,15 @@ datetime column type, so every timestamp that leaves the store is tz-aware UTC o
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
 from sqlalchemy import DateTime, event, make_url, text
 from sqlalchemy.engine import URL, Connection, Dialect, Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
@@ -25,6 +23,9 @@ from sqlalchemy.types import TypeDecorator
 from sqlmodel import Session, create_engine
 
 from core.errors import SetupError, StoreUnavailable
+
+if TYPE_CHECKING:  # Alembic is imported only to migrate: a start on a current schema never needs it
+    from alembic.config import Config
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # Any constant works; it only has to be the same in every process that migrates this database.
@@ -193,6 +194,8 @@ def _one_line_reason(error: SQLAlchemyError, password: str | None) -> str:
 
 def alembic_config(connection: Connection | None = None) -> Config:
     """Alembic configured in code, so an installed package migrates without an alembic.ini."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     config.set_main_option("path_separator", "os")
@@ -207,8 +210,11 @@ def upgrade(engine_or_url: Engine | str | URL, revision: str = "head") -> None:
     Safe when several processes start at once: on PostgreSQL a transaction-scoped advisory lock
     makes the others wait and then find nothing to do; on SQLite ``BEGIN IMMEDIATE`` does the
     same. The whole upgrade is one transaction on both, so a failed migration leaves nothing
-    half-done.
+    half-done. A start that only needs the schema current calls :func:`ensure_schema`, which
+    skips all of this when the database's stamp already names the newest migration.
     """
+    from alembic import command
+
     if isinstance(engine_or_url, Engine):
         given: Engine | None = engine_or_url
         url = engine_or_url.url
@@ -254,6 +260,8 @@ def _upgrade_sqlite_file(url: URL, revision: str) -> None:
     def _begin(connection: Connection) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
+    from alembic import command
+
     try:
         with engine.begin() as connection:
             command.upgrade(alembic_config(connection), revision)
@@ -283,5 +291,50 @@ def _set_wal(cursor: Any, wait_s: float = 30.0) -> None:
 
 def current_revision(engine: Engine) -> str | None:
     """The schema's Alembic revision, or None for a database never migrated."""
+    from alembic.runtime.migration import MigrationContext
+
     with engine.connect() as connection:
         return MigrationContext.configure(connection).get_current_revision()
+
+
+_REVISION_LINE = re.compile(r"""^(down_revision|revision)\s*(?::[^=]*)?=\s*(?:"([^"]*)"|'([^']*)'|None)""",
+                            re.MULTILINE)
+
+
+def head_revision(versions: Path = MIGRATIONS_DIR / "versions") -> str | None:
+    """The newest migration's revision, read from the migration files' ``revision`` and
+    ``down_revision`` lines without importing Alembic; None when that is not one clear head
+    (then :func:`ensure_schema` leaves the decision to Alembic)."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for path in versions.glob("*.py"):
+        found = {name: a or b for name, a, b in _REVISION_LINE.findall(path.read_text(encoding="utf-8"))}
+        if found.get("revision"):
+            revisions.add(found["revision"])
+            if found.get("down_revision"):
+                parents.add(found["down_revision"])
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 else None
+
+
+def stamped_revision(engine: Engine) -> str | None:
+    """The revision in the database's ``alembic_version`` table; None when there is none (a fresh
+    database) or the table holds more than one row (branches: Alembic's to sort out)."""
+    try:
+        with engine.connect() as connection:
+            rows = connection.execute(text("SELECT version_num FROM alembic_version")).fetchall()
+    except SQLAlchemyError:
+        return None
+    return str(rows[0][0]) if len(rows) == 1 else None
+
+
+def ensure_schema(engine: Engine) -> bool:
+    """Bring the schema to the newest migration, the cheap way when it is there already: one
+    query compares the database's stamp with the newest migration file, and only a database
+    that is behind (or new, or that this check cannot read) runs :func:`upgrade`. True when an
+    upgrade ran. Every start of the terminal commands and the bot goes through here."""
+    head = head_revision()
+    if head is not None and stamped_revision(engine) == head:
+        return False
+    upgrade(engine)
+    return True

@@ -14,13 +14,13 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from types import TracebackType
+from typing import TYPE_CHECKING
 
-from sqlalchemy import and_, func, or_
-from sqlalchemy.engine import Engine
-from sqlmodel import Session, col, select
+if TYPE_CHECKING:  # the store is imported by the functions that read it: a client of events loads light
+    from sqlalchemy.engine import Engine
+    from sqlmodel import Session
 
-from core.db import session_scope
-from core.models import Job, JobStatus, Run
+    from core.models import Job
 
 
 class Phase(StrEnum):
@@ -136,6 +136,11 @@ class EventBus:
 def queue_position(session: Session, job: Job) -> int | None:
     """1 + the queued jobs ahead of this one on its runner, in the order runners take them: by
     turn, then id (core.fairness). Another user's new job can take a turn ahead of a long queue."""
+    from sqlalchemy import and_, func, or_
+    from sqlmodel import col, select
+
+    from core.models import Job, JobStatus
+
     if job.status != JobStatus.QUEUED:
         return None
     ahead = session.exec(
@@ -149,6 +154,10 @@ def queue_position(session: Session, job: Job) -> int | None:
 
 def job_event(session: Session, job: Job, run_id: int | None = None) -> JobEvent:
     """What a job's row says now, as the event its owner would have published."""
+    from sqlmodel import col, select
+
+    from core.models import JobStatus, Run
+
     assert job.id is not None
     status = JobStatus(job.status)
     phase, done, total = parse_progress_text(job.progress)
@@ -180,6 +189,11 @@ def job_event(session: Session, job: Job, run_id: int | None = None) -> JobEvent
 
 
 def submission_events(engine: Engine, submission_id: int) -> list[JobEvent]:
+    from sqlmodel import col, select
+
+    from core.db import session_scope
+    from core.models import Job
+
     with session_scope(engine) as session:
         jobs = session.exec(
             select(Job).where(Job.submission_id == submission_id).order_by(col(Job.id))
@@ -235,6 +249,8 @@ def _changes(
     rows: Iterable[JobEvent], last: dict[int, JobEvent], live: set[int]
 ) -> Iterable[JobEvent]:
     """Row events that tell a follower something new; progress of live jobs is left to the bus."""
+    from core.models import JobStatus
+
     for event in rows:
         previous = last.get(event.job_id)
         if previous is None:

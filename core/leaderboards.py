@@ -36,6 +36,11 @@ def get_leaderboard(session: Session, name: str, *, include_hidden: bool = True)
     raise NotFound(f"There is no leaderboard {name!r}.", hint)
 
 
+def has_leaderboards(session: Session) -> bool:
+    """False on a fresh store, before the first sync."""
+    return session.exec(select(Leaderboard.id)).first() is not None
+
+
 def leaderboard_gpus(session: Session, board_id: int) -> list[str]:
     rows = session.exec(select(LeaderboardGpu.gpu).where(LeaderboardGpu.leaderboard_id == board_id))
     return sorted(rows.all())

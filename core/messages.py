@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.models import Role
+from core.roles import Role
 
 
 @dataclass(frozen=True)

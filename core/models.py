@@ -10,6 +10,7 @@ from sqlalchemy import BigInteger, Column, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from core.db import UTCDateTime
+from core.roles import Role as Role  # re-exported: the roles were defined here first
 
 # Named constraints from the first migration on: SQLite batch migrations can only drop or alter
 # a constraint that has a name, and the names then match on both databases.
@@ -24,12 +25,6 @@ SQLModel.metadata.naming_convention = {
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-class Role(StrEnum):
-    USER = "user"
-    CREATOR = "creator"
-    ADMIN = "admin"
 
 
 class JobStatus(StrEnum):

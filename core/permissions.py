@@ -5,7 +5,7 @@ from __future__ import annotations
 from core.config import Settings
 from core.errors import Forbidden
 from core.messages import Actor
-from core.models import Role
+from core.roles import Role
 
 _ORDER = {Role.USER: 0, Role.CREATOR: 1, Role.ADMIN: 2}
 

@@ -10,7 +10,7 @@ part is imported before it is configured: an adapter's entry point can be a
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any, Protocol
@@ -94,20 +94,26 @@ def runner_classes(wanted: list[str] | None = None) -> dict[str, RunnerFactory]:
 
 def load_runners(settings: Settings, classes: Mapping[str, RunnerFactory] | None = None) -> dict[str, Runner]:
     """Runner name -> runner, for each runner the GPU registry names (built once each)."""
+    return dict(each_runner(settings, classes))
+
+
+def each_runner(settings: Settings, classes: Mapping[str, RunnerFactory] | None = None,
+                ) -> Iterator[tuple[str, Runner]]:
+    """The runners the GPU registry names, each built (and its module imported) only when the
+    one before it has been taken, in the registry's order: the terminal's ``submit`` starts the
+    local runner's harness before another runner's SDK is imported."""
     names = list(dict.fromkeys(gpu.runner for gpu in settings.gpus.values()))
-    classes = runner_classes(names) if classes is None else classes
-    built: dict[str, Runner] = {}
+    installed = entry_points(group=RUNNERS).names
     for name in names:
-        factory = classes.get(name)
+        factory = (runner_classes([name]) if classes is None else classes).get(name)
         if factory is None:
-            if name not in entry_points(group=RUNNERS).names:  # else runner_classes said why
+            if name not in installed:  # else runner_classes said why
                 log.warning("no runner of this name is installed", runner=name)
             continue
         runner = factory(settings)
         if not isinstance(runner, Runner):
             raise TypeError(f"{factory!r} does not implement core.runner.Runner")
-        built[name] = runner
-    return built
+        yield name, runner
 
 
 def load_adapters() -> dict[str, AdapterFactory]:

@@ -3,7 +3,7 @@
 ``harness/``: the leaderboard's files as the harness imports them (0700, never the
 submission's). ``work/``: every file, the submission included; the child's cwd, writable by it.
 ``home/``: the child's HOME and TMPDIR. ``root/``: the sandbox's mount point. Caches for
-``load_inline`` and Triton builds live under ``$KERNELCUP_CACHE_DIR`` (default
+``load_inline``, Triton and ``torch.compile`` builds live under ``$KERNELCUP_CACHE_DIR`` (default
 ``~/.cache/kernelcup``), one directory per submission hash, so a submission can only ever reuse
 or spoil its own builds. A sandboxed job never sees that folder: its cache is copied into
 ``home/cache/`` before the job and what the job added is copied back after it.
@@ -186,6 +186,9 @@ def build_cache_env(spec: JobSpec, workspace: Workspace) -> dict[str, str]:
     return {
         "TORCH_EXTENSIONS_DIR": str(workspace.build_cache("torch_extensions", key)),
         "TRITON_CACHE_DIR": str(workspace.build_cache("triton", key)),
+        # torch.compile's own cache (else under the job's /tmp, gone with it): a rerun of the same
+        # source from the terminal finds its compiled graphs instead of compiling again.
+        "TORCHINDUCTOR_CACHE_DIR": str(workspace.build_cache("torchinductor", key)),
         # Triton's autotuner keeps its choice in that cache: a submission re-run on this
         # machine (a repeat, the final standings) runs the configuration it chose before.
         "TRITON_CACHE_AUTOTUNING": "1",

@@ -120,20 +120,18 @@ class LocalRunner:
         self._command = list(harness_command or [sys.executable, "-m", "harness"])
         self._sandbox_harness = harness_command is None
         self._cache = Path(os.environ.get("KERNELCUP_CACHE_DIR") or Path.home() / ".cache" / "kernelcup")
-        registry = [name for name, config in (settings.gpus.items() if settings else []) if config.count == 1]
-        detected, found = (gpu, cards if cards is not None else 1) if gpu else detect_cards(registry)
-        self._gpu = detected or "cpu"
-        # The cards jobs take (runners/cards.py); none on the CPU, where a job's ranks are processes.
-        self._cards = CardPool.for_machine(found) if self._gpu != "cpu" and found > 0 else None
-        self._multi = {
-            name: config.count
-            for name, config in (settings.gpus.items() if settings else [])
-            if config.runner == "local" and config.count > 1 and config.card == self._gpu
-            and self._cards is not None and config.count <= self._cards.count
-        }
+        self._settings = settings
+        # This machine's GPU and cards, asked of nvidia-smi when first needed (a one-shot start
+        # spawns its harness first): the cards jobs take (runners/cards.py; none on the CPU, where
+        # a job's ranks are processes) and the registry's entries of several of them that fit.
+        self._gpu: str | None = None
+        self._cards: CardPool | None = None
+        self._multi: dict[str, int] = {}
+        if gpu:
+            self._set_machine(gpu, cards if cards is not None else 1)
         self._processes: dict[int, asyncio.subprocess.Process] = {}
         self._cancelled: set[int] = set()
-        self._standby_wanted = standby_count(settings, self._gpu) if standby is None else standby
+        self._standby_option = standby
         self._standby: _Harness | None = None
         self._closed = False
         self._one_shot = False
@@ -141,10 +139,16 @@ class LocalRunner:
 
     async def start(self, one_shot: bool = False) -> None:
         """Start the first standby harness (called when the bot starts). ``one_shot``: the process
-        runs one submission and exits (the terminal's ``submit``): no standby after its jobs."""
+        runs one submission and exits (the terminal's ``submit``): its job's harness starts now,
+        on the CPU too and before the GPU is even looked up, so that its torch import overlaps the
+        command's own work; none is started after the job. Calling it again is a no-op while a
+        harness is ready."""
         self._closed = False
         self._one_shot = one_shot
-        await self._refill()
+        if one_shot:
+            await self._refill(wanted=1)
+        else:
+            await self._refill()
 
     async def aclose(self) -> None:
         """Stop the standby harness (called when the bot stops)."""
@@ -175,6 +179,7 @@ class LocalRunner:
         except OSError as exc:
             shutil.rmtree(workdir, ignore_errors=True)
             raise RunnerError(f"could not start the harness ({self._command[0]}): {exc}") from exc
+        log.debug("harness started", pid=process.pid, standby=prefix.startswith("kernelcup-standby"))
         return _Harness(process, workdir, time.monotonic())
 
     def _environment(self, workdir: str) -> dict[str, str]:
@@ -207,8 +212,8 @@ class LocalRunner:
             await _discard(standby)
         return await self._spawn(f"kernelcup-job{job_id}-", devices)
 
-    async def _refill(self) -> None:
-        if self._closed or self._standby is not None or self._standby_wanted < 1:
+    async def _refill(self, wanted: int | None = None) -> None:
+        if self._closed or self._standby is not None or (self._standby_wanted() if wanted is None else wanted) < 1:
             return
         try:
             self._standby = await self._spawn("kernelcup-standby-", self._standby_devices())
@@ -223,15 +228,43 @@ class LocalRunner:
     def gpus(self) -> list[str]:
         """This machine's GPU, and the registry's entries of several of its cards that fit here
         (``H200x2`` on a machine with two H200 or more)."""
-        return [self._gpu, *sorted(self._multi)]
+        return [self._machine(), *sorted(self._multi)]
 
     @property
     def cards(self) -> CardPool | None:
+        self._machine()
         return self._cards
+
+    def _machine(self) -> str:
+        if self._gpu is None:
+            registry = [n for n, c in (self._settings.gpus.items() if self._settings else []) if c.count == 1]
+            detected, found = detect_cards(registry)
+            self._set_machine(detected or "cpu", found)
+        assert self._gpu is not None
+        return self._gpu
+
+    def _set_machine(self, gpu: str, found: int) -> None:
+        self._gpu = gpu
+        self._cards = CardPool.for_machine(found) if gpu != "cpu" and found > 0 else None
+        self._multi = {
+            name: config.count
+            for name, config in (self._settings.gpus.items() if self._settings else [])
+            if config.runner == "local"
+            and config.count > 1
+            and config.card == gpu
+            and self._cards is not None
+            and config.count <= self._cards.count
+        }
+
+    def _standby_wanted(self) -> int:
+        if self._standby_option is not None:
+            return self._standby_option
+        return standby_count(self._settings, self._machine())
 
     async def run(
         self, spec: JobSpec, context: RunContext, on_progress: ProgressCallback
     ) -> Result:
+        self._machine()
         if self._cards is None or spec.device == "cpu":
             return await self._run(spec, context, on_progress, None)
         whole = spec.task.world_size > 0 or context.gpu in self._multi
@@ -317,10 +350,12 @@ class LocalRunner:
 
 
 def _runner_folders(settings: Settings | None) -> list[str]:
-    """The bot's own folders (database, leaderboards, config): never for a job to see."""
+    """The bot's own folders (database, leaderboards, config; the terminal's ``var/``, which holds
+    its log, saved files and, where the database is no SQLite file, the hand-off socket through
+    which a process of the bot's user could run commands): never for a job to see."""
     if settings is None:
         return []
-    folders = [Path(settings.leaderboards_dir).resolve()]
+    folders = [Path(settings.leaderboards_dir).resolve(), Path("var").resolve()]
     url = str(settings.database_url)
     if url.startswith("sqlite:///"):
         folders.append(Path(url.removeprefix("sqlite:///")).resolve().parent)

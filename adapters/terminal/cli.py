@@ -1,6 +1,7 @@
 """The scriptable ``kernelcup`` command. Every core command becomes a subcommand built from the
 registry (so a command added to the core appears here too); ``serve`` and ``db`` are the
-terminal's own.
+terminal's own. A command runs in the ``kernelcup serve`` of the same database when one runs on
+this box (adapters/terminal/handoff.py), else embedded; only what it uses is imported.
 
 Exit status: 0 when the request succeeded and, for a submission, every job passed; 1 when the
 request was refused or failed (a job failed, an unknown leaderboard); 2 for a command line that
@@ -11,28 +12,32 @@ a hint; ``--debug`` (or KERNELCUP_DEBUG=1) shows the stack of an unexpected one.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import inspect
 import os
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from adapters.terminal.follow import follow_submission
 from adapters.terminal.render import TerminalRenderer
-from adapters.terminal.session import open_app, read_local_files, terminal_actor
-from core.app import Kernelcup
+from adapters.terminal.session import read_local_files, terminal_user
 from core.commands.catalog import commands
 from core.commands.registry import Command, Kind
-from core.config import load_settings
-from core.db import check_reachable, upgrade
+from core.config import Settings, load_settings
 from core.errors import SetupError, StoreUnavailable, UserError
-from core.leaderboards import SyncReport
-from core.messages import Reply, Request
+from core.messages import Actor, Attachment, Reply, Request
+
+if TYPE_CHECKING:  # the core, the store and the runners are imported by the commands that use them
+    from core.app import Kernelcup
+    from core.leaderboards import SyncReport
+    from core.runner import Runner
 
 FILES_DIR = Path("var/files")
 LOG_FILE = Path("var/kernelcup.log")
@@ -84,6 +89,8 @@ def serve(
 @db_app.command("upgrade")
 def db_upgrade() -> None:
     """Bring the database schema up to date (the bot also does this on start)."""
+    from core.db import check_reachable, upgrade
+
     out = Console(stderr=True)
     url = load_settings().database_url
     try:  # only the store: no runners, no GPU detection
@@ -140,13 +147,76 @@ def run(cmd: Command, values: dict[str, Any]) -> int:
                              "installed.", "pip install 'kernelcup[remote]'") from None
         token = os.environ.get(TOKEN_ENV) or None
         return asyncio.run(run_remote(cmd, args, attachments, server, TerminalRenderer(out, FILES_DIR), token))
+    return asyncio.run(run_here(cmd, args, attachments, TerminalRenderer(out, FILES_DIR)))
+
+
+async def run_here(cmd: Command, args: dict[str, Any], attachments: list[Attachment],
+                   renderer: TerminalRenderer) -> int:
+    """On this box: in the ``kernelcup serve`` of this database where one answers (its store is
+    open and its harness warm), else embedded. A submission's harness starts first, so its
+    torch import overlaps the opening of the store."""
+    from adapters.terminal.handoff import hand_off
+
+    settings = load_settings()
+    user = terminal_user()
+    handed = await hand_off(settings, cmd.name, args, attachments, user, renderer)
+    if handed.exit_code is not None:
+        return handed.exit_code
+    from adapters.terminal.session import start_logging
+
+    start_logging(settings, LOG_FILE)
+    import structlog
+
+    structlog.get_logger("kernelcup.cli").debug("no kernelcup server to hand the command to", reason=handed.reason)
+    started = await _start_runners_early(settings) if cmd.name == "submit" else None
     try:
-        kernelcup = open_app(log_file=LOG_FILE)
-    except StoreUnavailable as exc:
-        err.print(f"[red]{exc}[/red]")
+        kernelcup = await asyncio.to_thread(_open, settings, started)
+    except BaseException as exc:
+        if started is not None:
+            await _close_runners(started)
+        if not isinstance(exc, StoreUnavailable):
+            raise
+        Console(stderr=True).print(f"[red]{exc}[/red]")
         return EXIT_UNAVAILABLE
-    request = Request(actor=terminal_actor(), command=cmd.name, args=args, attachments=attachments)
-    return asyncio.run(handle_request(kernelcup, request, TerminalRenderer(out, FILES_DIR)))
+    request = Request(actor=Actor(identity=f"console:{user}", display_name=user), command=cmd.name, args=args,
+                      attachments=attachments)
+    return await handle_request(kernelcup, request, renderer)
+
+
+async def _start_runners_early(settings: Settings) -> dict[str, Runner]:
+    """The registry's runners, each started one-shot as soon as it is built: the local runner's
+    harness is on its way before another runner's SDK or the store's libraries are imported."""
+    from core.plugins import each_runner
+
+    runners: dict[str, Runner] = {}
+    try:
+        for name, runner in each_runner(settings):
+            runners[name] = runner
+            start = getattr(runner, "start", None)
+            if start is not None:
+                await start(one_shot=True)
+    except BaseException:
+        await _close_runners(runners)
+        raise
+    return runners
+
+
+async def _close_runners(runners: dict[str, Runner]) -> None:
+    for runner in runners.values():
+        close = getattr(runner, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def _open(settings: Settings, runners: dict[str, Runner] | None) -> Kernelcup:
+    """The store and the core (logging is set up already); without ``runners``, the registry's,
+    built only if the command needs one."""
+    from adapters.terminal.session import open_store
+    from core.app import Kernelcup
+    from core.plugins import load_runners
+
+    engine = open_store(settings)
+    return Kernelcup(settings, engine, runners if runners is not None else (lambda: load_runners(settings)))
 
 
 async def handle_request(kernelcup: Kernelcup, request: Request, renderer: TerminalRenderer) -> int:
@@ -157,12 +227,14 @@ async def handle_request(kernelcup: Kernelcup, request: Request, renderer: Termi
         reply = await kernelcup.handle(request)
         renderer.reply(reply)
         return EXIT_OK if reply.ok else EXIT_FAILED
-    await kernelcup.start_for_one_submission()
     try:
+        await kernelcup.start_for_one_submission()
         reply = await kernelcup.handle(request)
         renderer.reply(reply)
         if reply.submission_id is None:
             return EXIT_FAILED
+        from adapters.terminal.follow import follow_submission
+
         final: Reply = await follow_submission(kernelcup, reply.submission_id, renderer.console)
         renderer.reply(final)
         return EXIT_OK if final.ok else EXIT_FAILED
@@ -191,13 +263,36 @@ for _cmd in commands():
 def main() -> None:
     try:
         app(prog_name="kernelcup")
+        code: int | str | None = EXIT_OK
+    except SystemExit as ended:  # how Typer ends every command
+        code = ended.code
     except SetupError as exc:
         Console(stderr=True).print(f"[red]{escape(exc.message)}[/red] {escape(exc.hint)}".rstrip(), highlight=False)
-        sys.exit(EXIT_SETUP)
+        code = EXIT_SETUP
     except Exception as exc:
         if _debug["on"] or os.environ.get(DEBUG_ENV):
             raise
         Console(stderr=True).print(
             f"[red]kernelcup stopped on an unexpected error: {type(exc).__name__}: {escape(str(exc))}[/red] "
             "Run it again with --debug to see where.", highlight=False)
-        sys.exit(EXIT_FAILED)
+        code = EXIT_FAILED
+    end(code)
+
+
+def end(code: int | str | None) -> NoReturn:
+    """Exit without tearing the interpreter down: clearing SQLAlchemy's, pydantic's and the
+    engine's objects module by module takes 0.15-0.3 s that a finished command has no use for
+    (BENCHMARKS.md, CLI latency). Output is flushed and exit handlers run first; the log
+    flushes every line, and SQLite needs no close to keep what was committed. A thread still
+    running (none should be) gets the ordinary exit, which waits for it."""
+    if not isinstance(code, int):
+        if code is not None:
+            print(code, file=sys.stderr)
+        code = EXIT_OK if code is None else EXIT_FAILED
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        sys.exit(code)
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import (
@@ -15,9 +16,11 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from core.app import Kernelcup
 from core.events import JobEvent
 from core.messages import Reply
+
+if TYPE_CHECKING:  # the hand-off path follows a server's submission without the core itself
+    from core.app import Kernelcup
 
 
 def describe(event: JobEvent) -> str:

@@ -1,5 +1,5 @@
 """``kernelcup serve``: the workers and every adapter whose settings are present; the console
-chat when no chat adapter is configured."""
+chat when no chat adapter is configured; the hand-off socket for terminal commands."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import signal
 import structlog
 from rich.console import Console
 
+from adapters.terminal.handoff_listener import HandoffListener
 from adapters.terminal.session import open_app
 from core.app import Kernelcup
 from core.errors import StoreUnavailable
@@ -34,6 +35,7 @@ async def _serve(app: Kernelcup, console: bool | None) -> int:
     # The console is the chat of last resort: adapters that are no chat (the web pages) do not count.
     if console or (console is None and not any(getattr(a, "chat", True) for a in chosen)):
         chosen += build_adapters(app.settings, env, lambda name, _: name == "console")
+    chosen.append(HandoffListener(app.settings))  # terminal commands of this box run here
     await app.start()
     log.info("serving", adapters=[a.name for a in chosen], gpus=sorted(app.served_gpus()))
     loop = asyncio.get_running_loop()

@@ -4,37 +4,65 @@ from __future__ import annotations
 
 import getpass
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from core.app import Kernelcup
 from core.commands.registry import Command, Kind
 from core.config import Settings, load_settings
-from core.db import check_reachable, make_engine, upgrade
 from core.errors import UserError
-from core.logging import configure_logging
 from core.messages import Actor, Attachment
-from core.plugins import load_runners
+
+if TYPE_CHECKING:  # the store and the core are imported only by a command that opens them
+    from sqlalchemy.engine import Engine
+
+    from core.app import Kernelcup
+    from core.runner import Runner
 
 
 def terminal_actor() -> Actor:
-    name = os.environ.get("KERNELCUP_USER") or getpass.getuser()
+    name = terminal_user()
     return Actor(identity=f"console:{name}", display_name=name)
 
 
-def open_app(settings: Settings | None = None, *, log_file: Path | None = None) -> Kernelcup:
-    """Raises core.errors.StoreUnavailable when the database cannot be reached."""
-    settings = settings or load_settings()
+def terminal_user() -> str:
+    return os.environ.get("KERNELCUP_USER") or getpass.getuser()
+
+
+def start_logging(settings: Settings, log_file: Path | None = None) -> None:
+    from core.logging import configure_logging
+
     level = settings.logging.get("level", "INFO")
     if log_file is not None:
         log_file.parent.mkdir(parents=True, exist_ok=True)
         configure_logging(level, "json", stream=log_file.open("a", encoding="utf-8"))
     else:
         configure_logging(level, settings.logging.get("format", "auto"))
+
+
+def open_store(settings: Settings) -> Engine:
+    """The database, reachable and on the newest schema (one query when it already is).
+    Raises core.errors.StoreUnavailable when the database cannot be reached."""
+    from core.db import check_reachable, ensure_schema, make_engine
+
     check_reachable(settings.database_url)
     engine = make_engine(settings.database_url)
-    upgrade(engine)
-    return Kernelcup(settings, engine, load_runners(settings))
+    ensure_schema(engine)
+    return engine
+
+
+def open_app(settings: Settings | None = None, *, log_file: Path | None = None,
+             runners: Mapping[str, Runner] | Callable[[], Mapping[str, Runner]] | None = None) -> Kernelcup:
+    """Raises core.errors.StoreUnavailable when the database cannot be reached. ``runners``:
+    default, the registry's, built when a command first needs one."""
+    from core.app import Kernelcup
+    from core.plugins import load_runners
+
+    settings = settings or load_settings()
+    start_logging(settings, log_file)
+    engine = open_store(settings)
+    chosen = runners if runners is not None else (lambda: load_runners(settings))
+    return Kernelcup(settings, engine, chosen)
 
 
 def read_local_files(cmd: Command, args: dict[str, Any]) -> list[Attachment]:

@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-from sqlmodel import select
-
 from core.commands.registry import CommandContext, Kind, Param, command
-from core.db import session_scope
-from core.deadlines import set_deadline
 from core.errors import UserError
-from core.leaderboards import get_leaderboard
 from core.messages import Block, Reply, Request, Table, Text
-from core.models import Leaderboard, Role
-from core.ratelimits import ANY_MODE, list_limits, set_limit
-from core.switches import set_submissions_paused
-from core.users import find_user
+from core.roles import Role
 from core.when import parse_when, relative, show_utc
 from harness.spec import Mode
 
@@ -31,6 +23,9 @@ def unban_command(app: CommandContext, request: Request) -> Reply:
 
 
 def _set_ban(app: CommandContext, request: Request, banned: bool) -> Reply:
+    from core.db import session_scope
+    from core.users import find_user
+
     with session_scope(app.engine) as session:
         user = find_user(session, request.args["user"])
         user.banned = banned
@@ -44,12 +39,19 @@ def _set_ban(app: CommandContext, request: Request, banned: bool) -> Reply:
     "limit submissions per user and hour (no number: show the limits; 0: remove)",
     Param("leaderboard", Kind.LEADERBOARD, "a leaderboard, or * for all", positional=True),
     Param("mode", Kind.CHOICE, "a mode, or * for all", positional=True,
-          choices=(*[m.value for m in Mode], ANY_MODE)),
+          choices=(*[m.value for m in Mode], "*")),  # "*": core.ratelimits.ANY_MODE
     Param("per_hour", Kind.INT, "submissions per hour", positional=True),
     role=Role.ADMIN,
     group="admin",
 )
 def rate_limit_command(app: CommandContext, request: Request) -> Reply:
+    from sqlmodel import select
+
+    from core.db import session_scope
+    from core.leaderboards import get_leaderboard
+    from core.models import Leaderboard
+    from core.ratelimits import list_limits, set_limit
+
     args = request.args
     with session_scope(app.engine) as session:
         if args["per_hour"] is not None:
@@ -72,6 +74,9 @@ def rate_limit_command(app: CommandContext, request: Request) -> Reply:
 
 @command("pause", "stop accepting submissions (queued jobs still run)", role=Role.ADMIN, group="admin")
 def pause_command(app: CommandContext, request: Request) -> Reply:
+    from core.db import session_scope
+    from core.switches import set_submissions_paused
+
     with session_scope(app.engine) as session:
         set_submissions_paused(session, True)
     return Reply([Text("Submissions are paused; queued jobs still run.", style="warning")])
@@ -79,6 +84,9 @@ def pause_command(app: CommandContext, request: Request) -> Reply:
 
 @command("resume", "accept submissions again", role=Role.ADMIN, group="admin")
 def resume_command(app: CommandContext, request: Request) -> Reply:
+    from core.db import session_scope
+    from core.switches import set_submissions_paused
+
     with session_scope(app.engine) as session:
         set_submissions_paused(session, False)
     return Reply([Text("Submissions are accepted again.", style="success")])
@@ -91,6 +99,8 @@ def resume_command(app: CommandContext, request: Request) -> Reply:
     group="admin",
 )
 def sync_command(app: CommandContext, request: Request) -> Reply:
+    from core.db import session_scope
+
     with session_scope(app.engine) as session:
         report = app.sync_leaderboards(session)
     app.reschedule()  # new leaderboards get their close, reminders and "opened" announcement
@@ -114,6 +124,10 @@ def sync_command(app: CommandContext, request: Request) -> Reply:
     group="admin",
 )
 def set_deadline_command(app: CommandContext, request: Request) -> Reply:
+    from core.db import session_scope
+    from core.deadlines import set_deadline
+    from core.leaderboards import get_leaderboard
+
     now = app.now()
     deadline = parse_when(str(request.args["deadline"]), now)
     if deadline < now:

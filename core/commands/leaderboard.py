@@ -7,33 +7,20 @@ import io
 import tempfile
 import zipfile
 from pathlib import Path, PurePosixPath
-
-from sqlmodel import Session, col, select
+from typing import TYPE_CHECKING
 
 from core.commands.registry import CommandContext, Kind, Param, command, registered, usage
-from core.db import as_utc, in_transaction, session_scope
 from core.errors import Forbidden, NotFound, UserError
-from core.leaderboards import (
-    create_leaderboard,
-    delete_leaderboard,
-    get_leaderboard,
-    leaderboard_gpus,
-    multi_gpu_note,
-    task_files,
-    task_of,
-    templates_of,
-    world_size_of,
-)
 from core.messages import Block, File, Reply, Request, Table, Text
-from core.models import Code, Job, Leaderboard, Role, Run, Submission
 from core.permissions import allows
-from core.ranking import Standing, entry_counts, standings, tie_labels
-from core.report import format_seconds, submission_reply
-from core.task_fields import gpus_for_ranks
-from core.tasks import read_task_folder
-from core.users import user_for
-from core.visibility import default_code_public, may_see_code
+from core.roles import Role
 from core.when import parse_when, relative, show_utc
+
+if TYPE_CHECKING:  # the store is imported by the handlers as they run: the registry loads without it
+    from sqlmodel import Session
+
+    from core.models import Job, Leaderboard, Run
+    from core.ranking import Standing
 
 LEADERBOARD = Param("leaderboard", Kind.LEADERBOARD, "leaderboard name", required=True, positional=True)
 MAX_BUNDLE_BYTES = 8 * 1024 * 1024
@@ -55,6 +42,13 @@ def help_command(app: CommandContext, request: Request) -> Reply:
 
 @command("list", "leaderboards with their deadlines, GPUs and number of entries")
 def list_command(app: CommandContext, request: Request) -> Reply:
+    from sqlmodel import col, select
+
+    from core.db import as_utc, session_scope
+    from core.leaderboards import leaderboard_gpus
+    from core.models import Leaderboard
+    from core.ranking import entry_counts
+
     now = app.now()
     with session_scope(app.engine) as session:
         boards = session.exec(select(Leaderboard).order_by(col(Leaderboard.name))).all()
@@ -87,6 +81,11 @@ def list_command(app: CommandContext, request: Request) -> Reply:
     Param("offset", Kind.INT, "skip this many entries", default=0),
 )
 def show_command(app: CommandContext, request: Request) -> Reply:
+    from core.db import as_utc, session_scope
+    from core.leaderboards import leaderboard_gpus, multi_gpu_note
+    from core.ranking import standings, tie_labels
+    from core.report import format_seconds
+
     now = app.now()
     with session_scope(app.engine) as session:
         board = _visible_board(session, request)
@@ -124,6 +123,8 @@ def show_command(app: CommandContext, request: Request) -> Reply:
 
 
 def _ranks_suffix(board: Leaderboard) -> str:
+    from core.leaderboards import world_size_of
+
     ranks = world_size_of(board)
     return f" (multi-GPU: {ranks} per run)" if ranks else ""
 
@@ -137,6 +138,9 @@ def noise_of(entry: Standing) -> str:
 
 @command("task", "a leaderboard's description and task files", LEADERBOARD)
 def task_command(app: CommandContext, request: Request) -> Reply:
+    from core.db import session_scope
+    from core.leaderboards import task_files, task_of, world_size_of
+
     with session_scope(app.engine) as session:
         board = _visible_board(session, request)
         assert board.id is not None
@@ -163,6 +167,9 @@ def task_command(app: CommandContext, request: Request) -> Reply:
     Param("lang", Kind.TEXT, "template language, e.g. Python, Triton, CUDA"),
 )
 def template_command(app: CommandContext, request: Request) -> Reply:
+    from core.db import session_scope
+    from core.leaderboards import templates_of
+
     with session_scope(app.engine) as session:
         board = _visible_board(session, request)
     templates = templates_of(board)
@@ -188,6 +195,13 @@ def template_command(app: CommandContext, request: Request) -> Reply:
     Param("limit", Kind.INT, "how many", default=20),
 )
 def mine_command(app: CommandContext, request: Request) -> Reply:
+    from sqlmodel import col, select
+
+    from core.db import as_utc, session_scope
+    from core.leaderboards import get_leaderboard
+    from core.models import Job, Leaderboard, Run, Submission
+    from core.users import user_for
+
     with session_scope(app.engine) as session:
         user = user_for(session, request.actor)
         query = select(Submission, Leaderboard.name).join(Leaderboard).where(Submission.user_id == user.id)
@@ -213,6 +227,8 @@ def mine_command(app: CommandContext, request: Request) -> Reply:
 
 
 def _outcome(job: Job, run: Run | None) -> str:
+    from core.report import format_seconds
+
     if run is None:
         return job.status
     return f"passed {format_seconds(run.score)}" if run.passed else "failed"
@@ -224,6 +240,12 @@ def _outcome(job: Job, run: Run | None) -> str:
     Param("id", Kind.INT, "submission id", required=True, positional=True),
 )
 def get_submission_command(app: CommandContext, request: Request) -> Reply:
+    from core.db import session_scope
+    from core.models import Code, Leaderboard, Submission
+    from core.report import submission_reply
+    from core.users import user_for
+    from core.visibility import default_code_public, may_see_code
+
     with session_scope(app.engine) as session:
         submission_id = int(request.args["id"])
         submission = session.get(Submission, submission_id)
@@ -267,6 +289,12 @@ def get_submission_command(app: CommandContext, request: Request) -> Reply:
     role=Role.CREATOR,
 )
 def create_command(app: CommandContext, request: Request) -> Reply:
+    from core.db import session_scope
+    from core.leaderboards import create_leaderboard
+    from core.task_fields import gpus_for_ranks
+    from core.tasks import read_task_folder
+    from core.users import user_for
+
     now = app.now()
     deadline = parse_when(str(request.args["deadline"]), now)
     if deadline <= now:
@@ -300,6 +328,13 @@ def create_command(app: CommandContext, request: Request) -> Reply:
     role=Role.CREATOR,
 )
 def delete_command(app: CommandContext, request: Request) -> Reply:
+    from sqlmodel import select
+
+    from core.db import in_transaction
+    from core.leaderboards import delete_leaderboard, get_leaderboard
+    from core.models import Submission
+    from core.users import user_for
+
     def delete(session: Session) -> tuple[Leaderboard, int, bool]:
         board = get_leaderboard(session, request.args["leaderboard"])
         user = user_for(session, request.actor)
@@ -322,6 +357,9 @@ def delete_command(app: CommandContext, request: Request) -> Reply:
 
 
 def _visible_board(session: Session, request: Request) -> Leaderboard:
+    from core.leaderboards import get_leaderboard
+    from core.users import user_for
+
     board = get_leaderboard(session, request.args["leaderboard"])
     if board.visibility != "public" and not allows(request.role, Role.ADMIN):
         user = user_for(session, request.actor)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from core.errors import UserError
 from core.messages import Reply, Request
-from core.models import Role
+from core.roles import Role
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-from sqlmodel import col, select
-
 from core.commands.registry import CommandContext, Kind, Param, command
-from core.db import session_scope
 from core.errors import Forbidden, NotFound, UserError
 from core.messages import Block, ProgressBlock, Reply, Request, Text
-from core.models import Job, JobStatus, Role, Submission
 from core.permissions import allows
-from core.submissions import SubmissionFile, submit
-from core.users import user_for
+from core.roles import Role
 from harness.spec import Mode
 
 MODES = tuple(m.value for m in Mode)
@@ -26,6 +21,9 @@ MODES = tuple(m.value for m in Mode)
     Param("gpu", Kind.GPU, "GPUs to run on (default: the file's #!POPCORN gpus line)", many=True),
 )
 def submit_command(app: CommandContext, request: Request) -> Reply:
+    from core.db import session_scope
+    from core.submissions import SubmissionFile, submit
+
     if not request.attachments:
         raise UserError("Attach the file to submit.", "A .py file that defines custom_kernel, or a .cu file.")
     if len(request.attachments) > 1:
@@ -61,6 +59,12 @@ def submit_command(app: CommandContext, request: Request) -> Reply:
     Param("id", Kind.INT, "submission id", required=True, positional=True),
 )
 def cancel_command(app: CommandContext, request: Request) -> Reply:
+    from sqlmodel import col, select
+
+    from core.db import session_scope
+    from core.models import Job, JobStatus, Submission
+    from core.users import user_for
+
     with session_scope(app.engine) as session:
         submission = session.get(Submission, int(request.args["id"]))
         if submission is None:

@@ -8,16 +8,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from core.commands.registry import CommandContext, Kind, Param, command
-from core.db import session_scope
 from core.errors import NotFound
 from core.messages import Actor, Code, Reply, Request, Text
-from core.models import Role, User
 from core.permissions import require
-from core.tokens import issue_token, revoke_tokens
-from core.users import find_user, user_for
+from core.roles import Role
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the store is imported by the handlers as they run: the registry loads without it
     from sqlmodel import Session
+
+    from core.models import User
 
 
 
@@ -28,6 +27,10 @@ if TYPE_CHECKING:
     Param("revoke", Kind.FLAG, "revoke every token instead of issuing one"),
 )
 def token_command(app: CommandContext, request: Request) -> Reply:
+    from core.db import session_scope
+    from core.tokens import issue_token, revoke_tokens
+    from core.users import user_for
+
     other = request.args["user"]
     now = app.now()
     with session_scope(app.engine) as session:
@@ -56,6 +59,8 @@ def token_command(app: CommandContext, request: Request) -> Reply:
 def _user_for_admin(session: Session, identity: str) -> User:
     """An existing user by identity or name; a new identity (``platform:id``) becomes a user, so an
     admin can issue a token for an account that has not written yet (a CI job, say)."""
+    from core.users import find_user, user_for
+
     try:
         return find_user(session, identity)
     except NotFound:

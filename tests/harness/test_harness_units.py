@@ -403,3 +403,28 @@ def test_a_scores_noise_range_combines_the_cases_intervals_as_the_score_does() -
     assert last_low == pytest.approx(360e-9) and last_high == pytest.approx(440e-9)
     cases[0].ci_low_ns = None
     assert scoring.noise_range("geom", cases) == (None, None)
+
+
+def test_build_caches_are_kept_per_source_so_a_rerun_compiles_nothing(tmp_path, monkeypatch) -> None:
+    """Triton, load_inline and torch.compile builds go to one folder per submission source under
+    KERNELCUP_CACHE_DIR: the same source run again (another `kernelcup submit`) finds them."""
+    from conftest import LEADERBOARDS, leaderboard_spec
+
+    from harness.process import Identity
+    from harness.workspace import Workspace, build_cache_env
+
+    monkeypatch.setenv("KERNELCUP_CACHE_DIR", str(tmp_path / "cache"))
+    board = next(p.parent for p in sorted(LEADERBOARDS.glob("*/task.yml")))
+
+    def env_for(source: str) -> dict[str, str]:
+        spec = leaderboard_spec(board, source)
+        workspace = Workspace.prepare(Identity(None, None, "test"))
+        try:
+            return build_cache_env(spec, workspace)
+        finally:
+            workspace.cleanup()
+
+    first, again, other = env_for("a = 1"), env_for("a = 1"), env_for("a = 2")
+    kinds = ("TORCH_EXTENSIONS_DIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")
+    assert all(first[k] == again[k] and first[k] != other[k] for k in kinds)
+    assert all(str(tmp_path / "cache") in first[k] for k in kinds)

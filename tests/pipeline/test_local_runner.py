@@ -197,6 +197,22 @@ async def test_a_one_shot_runner_starts_its_standby_at_once_and_none_after_the_j
         await runner.aclose()
 
 
+async def test_a_one_shot_start_spawns_the_jobs_harness_even_where_no_standby_is_kept() -> None:
+    # The CPU keeps no standby (auto = 0), but the terminal's submit still wants its harness
+    # importing torch while the command opens the store.
+    runner = LocalRunner(harness_command=fake_harness("pid"), gpu="cpu", standby=0)
+    await runner.start(one_shot=True)
+    try:
+        ready = runner.standby_pid
+        assert ready is not None
+        await runner.start(one_shot=True)  # the core starts it again: the same harness waits
+        assert runner.standby_pid == ready
+        result, _ = await run(runner, job_id=1)
+        assert result.stdout == str(ready)
+    finally:
+        await runner.aclose()
+
+
 async def test_a_dead_standby_is_replaced_by_a_fresh_harness() -> None:
     runner = LocalRunner(harness_command=fake_harness("pid"), gpu="cpu", standby=1)
     await runner.start()

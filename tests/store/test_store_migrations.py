@@ -21,6 +21,8 @@ from core.db import (
     alembic_config,
     check_reachable,
     current_revision,
+    ensure_schema,
+    head_revision,
     make_engine,
     upgrade,
 )
@@ -69,6 +71,26 @@ def test_upgrade_again_changes_nothing(engine: Engine) -> None:
     upgrade(engine.url)
     assert current_revision(engine) == HEAD
     assert sorted(inspect(engine).get_table_names()) == before
+
+
+def test_the_newest_migration_read_from_the_files_is_alembics_head() -> None:
+    assert head_revision() == HEAD
+
+
+def test_a_start_migrates_a_database_that_is_behind_and_only_reads_the_stamp_of_a_current_one(
+    blank_database_url: str,
+) -> None:
+    engine = make_engine(blank_database_url)
+    try:
+        assert ensure_schema(engine) is True  # new
+        assert current_revision(engine) == HEAD
+        assert ensure_schema(engine) is False  # current: one query, no Alembic
+        with engine.begin() as connection:
+            command.downgrade(alembic_config(connection), "0001")
+        assert ensure_schema(engine) is True  # behind
+        assert current_revision(engine) == HEAD and _differences(engine) == []
+    finally:
+        engine.dispose()
 
 
 def test_processes_starting_together_migrate_once(blank_database_url: str) -> None:

@@ -135,3 +135,33 @@ def test_submit_ends_the_harness_started_for_a_next_job_before_its_loop_closes(
     renderer = TerminalRenderer(Console(file=io.StringIO()), tmp_path / "files")
     assert asyncio.run(handle_request(app, request, renderer)) == 0
     assert runner.standby_pid is None
+
+
+def test_a_command_that_needs_no_runner_never_builds_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`list` on a store that has its leaderboards imports no runner SDK and asks no nvidia-smi."""
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings(env={"KERNELCUP_DATABASE_URL": f"sqlite:///{tmp_path}/kernelcup.db",
+                                  "KERNELCUP_LEADERBOARDS_DIR": str(ROOT / "leaderboards")})
+    first = open_app(settings, log_file=tmp_path / "kernelcup.log")  # a fresh store syncs: GPUs needed
+    assert first.sync_if_empty() is not None
+
+    def no_runners() -> dict[str, LocalRunner]:
+        raise AssertionError("list built the runners")
+
+    app = open_app(settings, log_file=tmp_path / "kernelcup.log", runners=no_runners)
+    request = Request(actor=terminal_actor(), command="list")
+    renderer = TerminalRenderer(Console(file=io.StringIO()), tmp_path / "files")
+    assert asyncio.run(handle_request(app, request, renderer)) == 0
+    assert "vectoradd" in renderer.console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def test_the_command_line_and_the_hand_off_load_without_the_store_or_torch() -> None:
+    """What every command pays before it does anything, and all that a command handed to a
+    running server pays: the registry, Typer and Rich; the store, Alembic, the scheduler, the
+    runners and torch come with the embedded commands that use them."""
+    probe = ("import sys, adapters.terminal.cli, adapters.terminal.handoff; "
+             "print(' '.join(m for m in ('sqlalchemy', 'sqlmodel', 'alembic', 'apscheduler', 'torch', 'modal', "
+             "'httpx', 'runners.local') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == []

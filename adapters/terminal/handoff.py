@@ -1,0 +1,245 @@
+"""Handing a terminal command to a ``kernelcup serve`` running on the same box and database.
+
+A running server already has its store open, its schema checked and, on a GPU, a harness
+waiting with torch imported and CUDA up; the embedded CLI would do all of that again for one
+command. So ``serve`` listens on a unix socket beside the SQLite database (``var/kernelcup.sock``
+for ``var/kernelcup.db``; ``var/kernelcup.sock`` under the working folder for any other
+database), created 0600: whoever can connect is the local user who could open the database
+and run the command embedded anyway, and the server checks the peer's uid as well. No token,
+no new secret.
+
+The wire is JSON lines. The CLI sends one order (the command, its arguments, its files, the
+terminal user's name, and a hash naming its database); the server answers ``accepted`` (or
+``declined`` with a reason, e.g. another database), then the command's reply, then for a
+submission each job event and the final report. The CLI renders them as the embedded path
+would. Until ``accepted`` nothing has happened, so anything else (no socket, nothing listening,
+a refusal, no answer within a few seconds) sends the CLI down the embedded path, with one debug
+line in its log; after it the server owns the command and a lost connection is exit 3.
+
+Stdlib only (asyncio's unix sockets): no ``remote`` extra, no web framework.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hashlib
+import json
+import os
+from collections.abc import AsyncIterator
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from adapters.terminal.follow import show_progress
+from adapters.terminal.render import TerminalRenderer
+from core.config import Settings
+from core.events import JobEvent
+from core.messages import Attachment, Block, Code, File, Image, Problem, ProgressBlock, Reply, Table, Text
+
+VERSION = 1
+SOCKET_NAME = "kernelcup.sock"
+CONNECT_S = 2.0  # a unix socket connects at once or never: nothing listening is refused at once
+ACCEPT_S = 5.0  # the server answers "accepted" before it does any work
+_EVENT_FIELDS = {f.name for f in fields(JobEvent)}
+
+
+def line_limit(settings: Settings) -> int:
+    """The longest line either side reads: an order carries a file as base64."""
+    return 4 * settings.limits.max_file_bytes + (1 << 20)
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The database file of a ``sqlite:///...`` URL, resolved; None for any other database.
+    Read without SQLAlchemy: the CLI decides whether to hand off before importing it."""
+    scheme, sep, rest = url.partition(":///")
+    if not sep or scheme.split("+")[0] != "sqlite":
+        return None
+    path = rest.split("?")[0]
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return None
+    return Path(path).resolve()
+
+
+def socket_path(settings: Settings) -> Path:
+    """Where ``serve`` listens: beside the SQLite file, else ``var/`` under the working folder
+    (where the terminal commands keep their log)."""
+    database = sqlite_file(settings.database_url)
+    if database is not None:
+        return database.with_name(database.stem + ".sock")
+    return Path("var", SOCKET_NAME).resolve()
+
+
+def database_identity(settings: Settings) -> str:
+    """A hash naming the database (never the URL itself: it may hold a password), so a server on
+    another database, sharing the socket folder, declines instead of taking the command."""
+    database = sqlite_file(settings.database_url)
+    name = f"sqlite:{database}" if database is not None else settings.database_url
+    return hashlib.sha256(name.encode()).hexdigest()
+
+
+# --- the wire ----------------------------------------------------------------------------------
+
+
+def reply_json(reply: Reply) -> dict[str, Any]:
+    return {
+        "blocks": [_block_json(block) for block in reply.blocks],
+        "ok": reply.ok,
+        "ephemeral": reply.ephemeral,
+        "submission_id": reply.submission_id,
+        "choices": reply.choices,
+        "problem": asdict(reply.problem) if reply.problem is not None else None,
+    }
+
+
+def reply_from_json(raw: dict[str, Any]) -> Reply:
+    problem = raw.get("problem")
+    return Reply(
+        blocks=[_block_from_json(block) for block in raw.get("blocks", [])],
+        ok=bool(raw.get("ok")),
+        ephemeral=bool(raw.get("ephemeral")),
+        submission_id=raw.get("submission_id"),
+        choices=raw.get("choices"),
+        problem=Problem(**problem) if isinstance(problem, dict) else None,
+    )
+
+
+def _block_json(block: Block) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": type(block).__name__}
+    for field in fields(block):
+        value = getattr(block, field.name)
+        out[field.name] = base64.b64encode(value).decode() if isinstance(value, bytes) else value
+    return out
+
+
+def _block_from_json(raw: dict[str, Any]) -> Block:
+    kind = raw.get("type")
+    if kind == "Table":
+        return Table(tuple(raw["columns"]), tuple(tuple(row) for row in raw["rows"]), raw.get("title", ""))
+    if kind == "Code":
+        return Code(raw["code"], raw.get("language", ""))
+    if kind == "File":
+        return File(raw["name"], base64.b64decode(raw["content"]), raw.get("description", ""))
+    if kind == "Image":
+        return Image(raw["name"], base64.b64decode(raw["png"]), raw.get("alt", ""))
+    if kind == "ProgressBlock":
+        return ProgressBlock(raw["job_id"], raw["gpu"], raw["phase"], raw.get("done", 0), raw.get("total", 0),
+                             raw.get("queue_position"))
+    return Text(str(raw.get("text", "")), raw.get("style", "plain"))
+
+
+def event_from_json(raw: dict[str, Any]) -> JobEvent:
+    return JobEvent(**{k: v for k, v in raw.items() if k in _EVENT_FIELDS})
+
+
+def attachment_json(attachment: Attachment) -> dict[str, str]:
+    return {"name": attachment.name, "content": base64.b64encode(attachment.content).decode()}
+
+
+def attachment_from_json(raw: dict[str, Any]) -> Attachment:
+    return Attachment(str(raw["name"]), base64.b64decode(raw["content"]))
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, separators=(",", ":")).encode() + b"\n"
+
+
+# --- the CLI's side ----------------------------------------------------------------------------
+
+
+class ServerLost(Exception):
+    """The server accepted the command, then the connection ended before its last answer."""
+
+
+@dataclass
+class Handoff:
+    """What became of an attempt: ``exit_code`` when the server ran the command, else None and
+    why not (for the one debug line)."""
+
+    exit_code: int | None
+    reason: str = ""
+
+
+async def hand_off(settings: Settings, command: str, args: dict[str, Any], attachments: list[Attachment],
+                   user: str, renderer: TerminalRenderer) -> Handoff:
+    """Run the command in the ``kernelcup serve`` of this database, if one answers."""
+    path = socket_path(settings)
+    if not path.exists():
+        return Handoff(None, f"no server socket at {path}")
+    try:
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_unix_connection(str(path), limit=line_limit(settings)), CONNECT_S)
+    except (OSError, TimeoutError) as exc:
+        return Handoff(None, f"nothing answers at {path}: {exc}")
+    try:
+        order = {"kernelcup_handoff": VERSION, "database": database_identity(settings), "command": command,
+                 "args": args, "attachments": [attachment_json(a) for a in attachments], "user": user}
+        try:
+            writer.write(encode(order))
+            await writer.drain()
+            first = json.loads(await asyncio.wait_for(reader.readline(), ACCEPT_S) or b"{}")
+        except (OSError, TimeoutError, ValueError) as exc:
+            return Handoff(None, f"the server at {path} did not accept: {exc!r}")
+        if first.get("type") != "accepted":
+            return Handoff(None, f"the server at {path} declined: {first.get('reason', 'no answer')}")
+        try:
+            return Handoff(await _follow(reader, renderer))
+        except (ServerLost, OSError, ValueError) as exc:
+            Console(stderr=True).print(f"[red]Lost the kernelcup server at {path}: {exc}[/red]", highlight=False)
+            return Handoff(3)
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+
+
+async def _follow(reader: asyncio.StreamReader, renderer: TerminalRenderer) -> int:
+    """Render the server's answers; the exit status as the embedded path gives it."""
+    reply = reply_from_json((await _message(reader, "reply"))["reply"])
+    renderer.reply(reply)
+    if reply.submission_id is None:
+        return 0 if reply.ok else 1
+    final: list[Reply] = []
+
+    async def events() -> AsyncIterator[JobEvent]:
+        while True:
+            message = await _message(reader, "progress", "report")
+            if message["type"] == "report":
+                final.append(reply_from_json(message["reply"]))
+                return
+            yield event_from_json(message["event"])
+
+    await show_progress(events(), renderer.console)
+    renderer.reply(final[0])
+    return 0 if final[0].ok else 1
+
+
+async def _message(reader: asyncio.StreamReader, *wanted: str) -> dict[str, Any]:
+    line = await reader.readline()
+    if not line:
+        raise ServerLost("the connection closed before the command's end")
+    message: dict[str, Any] = json.loads(line)
+    if message.get("type") not in wanted:
+        raise ServerLost(f"unexpected answer {str(message.get('type'))!r}")
+    return message
+
+
+def peer_uid(writer: asyncio.StreamWriter) -> int | None:
+    """The connecting process's uid (Linux SO_PEERCRED); None where the platform cannot say."""
+    import socket
+    import struct
+
+    sock = writer.get_extra_info("socket")
+    option = getattr(socket, "SO_PEERCRED", None)
+    if sock is None or option is None:
+        return None
+    _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i")))
+    return int(uid)
+
+
+def uid_allowed(uid: int | None) -> bool:
+    """The server's own user, or root (who can read its database anyway)."""
+    return uid is None or uid in (os.geteuid(), 0)
