@@ -32,7 +32,7 @@ lint: setup
 	$(PY) -m ruff check .
 
 typecheck: setup
-	$(PY) -m mypy .
+	$(PY) -m mypy
 
 pytest: setup
 	$(PY) -m pytest -q

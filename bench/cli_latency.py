@@ -167,7 +167,7 @@ class Bench:
         home.mkdir(parents=True, exist_ok=True)
         self.launched_at = time.time()  # the wall clock, as the log's timestamps
         began = time.perf_counter()
-        done = subprocess.run([self.python, "-m", "adapters.terminal", *args], cwd=home, env=self.env(home),
+        done = subprocess.run([self.python, "-m", "kernelcup.adapters.terminal", *args], cwd=home, env=self.env(home),
                               capture_output=True, text=True, timeout=600)
         elapsed = time.perf_counter() - began
         if done.returncode != 0:
@@ -181,7 +181,7 @@ class Bench:
         home = self.work / "served"
         home.mkdir()
         log = (home / "serve.log").open("w")
-        server = subprocess.Popen([self.python, "-m", "adapters.terminal", "serve", "--no-console"], cwd=home,
+        server = subprocess.Popen([self.python, "-m", "kernelcup.adapters.terminal", "serve", "--no-console"], cwd=home,
                                   env=self.env(home, KERNELCUP_RUNNERS__LOCAL__STANDBY=self.serve_standby),
                                   stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -214,14 +214,14 @@ class Bench:
         """Seconds of -X importtime for the CLI module, and for each library of WATCHED that it
         imports (cumulative, where it is first imported: they overlap)."""
         # cwd: not a repository (``-c`` puts the working folder first on the path)
-        done = subprocess.run([self.python, "-X", "importtime", "-c", "import adapters.terminal.cli"],
+        done = subprocess.run([self.python, "-X", "importtime", "-c", "import kernelcup.adapters.terminal.cli"],
                               capture_output=True, text=True, env=self.env(self.work), cwd=self.work)
         found: dict[str, float] = {}
         for line in done.stderr.splitlines():
             match = re.match(r"import time:\s+\d+ \|\s+(\d+) \| *(\S+)$", line)
-            if match and (match.group(2) in WATCHED or match.group(2) == "adapters.terminal.cli"):
+            if match and (match.group(2) in WATCHED or match.group(2) == "kernelcup.adapters.terminal.cli"):
                 found.setdefault(match.group(2), int(match.group(1)) / 1e6)
-        return {"adapters.terminal.cli": found.pop("adapters.terminal.cli", 0.0),
+        return {"kernelcup.adapters.terminal.cli": found.pop("kernelcup.adapters.terminal.cli", 0.0),
                 **{name: found.get(name, 0.0) for name in WATCHED}}
 
 def report(benches: list[Bench], rows: dict[str, dict[str, list[float]]],
@@ -286,7 +286,7 @@ def board_name(folder: Path) -> str:
         import taskyml
 
         sys.modules["yaml"] = taskyml
-    from core.problem_sets import find_task_folders
+    from kernelcup.core.leaderboards.problem_sets import find_task_folders
 
     found, _ = find_task_folders(folder.parent)
     for entry in found:

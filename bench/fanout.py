@@ -29,11 +29,11 @@ import structlog
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, func, select
 
-from core.config import GpuConfig, Limits, Settings
-from core.db import make_engine, upgrade
-from core.jobs import Pipeline
-from core.models import Job, JobStatus
-from runners.modal import ModalRunner
+from kernelcup.core.config import GpuConfig, Limits, Settings
+from kernelcup.core.pipeline.jobs import Pipeline
+from kernelcup.core.store.db import make_engine, upgrade
+from kernelcup.core.store.models import Job, JobStatus
+from kernelcup.runners.modal import ModalRunner
 from tests.pipeline.support import seed_leaderboard, submit
 from tests.runners.fake_modal import FakeModal, Report, harness_output
 

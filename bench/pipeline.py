@@ -26,11 +26,11 @@ import structlog
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, func, select
 
-from core.db import make_engine, upgrade
-from core.jobs import Pipeline
-from core.models import Job, JobStatus, Run
-from core.runner import ProgressCallback, RunContext
-from harness.spec import JobSpec, Result, Status
+from kernelcup.core.pipeline.jobs import Pipeline
+from kernelcup.core.pipeline.runner import ProgressCallback, RunContext
+from kernelcup.core.store.db import make_engine, upgrade
+from kernelcup.core.store.models import Job, JobStatus, Run
+from kernelcup.harness.spec import JobSpec, Result, Status
 from tests.pipeline.support import make_settings, seed_leaderboard, submit
 
 RESULTS = Path(__file__).with_name("RESULTS-pipeline.md")

@@ -33,10 +33,10 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import NullPool
 from sqlmodel import Session, SQLModel
 
-import core.models  # noqa: F401  (registers the tables)
-from core.db import make_engine, session_scope, upgrade
-from core.models import Job, Run, Submission
-from core.ranking import entry_counts, rank_of, rebuild_best, record_run, standings, tie_labels
+import kernelcup.core.store.models  # noqa: F401  (registers the tables)
+from kernelcup.core.leaderboards.ranking import entry_counts, rank_of, rebuild_best, record_run, standings, tie_labels
+from kernelcup.core.store.db import make_engine, session_scope, upgrade
+from kernelcup.core.store.models import Job, Run, Submission
 
 GPUS = ("H100", "B200")
 START = datetime(2026, 9, 1, tzinfo=UTC)

@@ -40,10 +40,10 @@ PATHS = ("/api/leaderboards", "/", "/leaderboards/identity")
 # -- the server (its own process) ------------------------------------------------------------------
 
 async def serve(db_path: str, hold_s: float) -> None:
-    from adapters.web.adapter import WebAdapter
-    from core.db import make_engine, upgrade
-    from core.logging import configure_logging
-    from core.messages import Attachment, Request
+    from kernelcup.adapters.web.adapter import WebAdapter
+    from kernelcup.core.logging import configure_logging
+    from kernelcup.core.messages import Attachment, Request
+    from kernelcup.core.store.db import make_engine, upgrade
     from tests.web.conftest import ALICE, Clock, ScriptedRunner, build_app, make_settings, solution
 
     configure_logging(level="WARNING", fmt="json", stream=sys.stderr)  # stdout carries the handshake

@@ -13,25 +13,25 @@ import structlog
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from core.announcements import Announcements
-from core.commands.catalog import find_command
-from core.commands.registry import Kind, coerce_args
-from core.completion import complete
-from core.config import Settings
-from core.db import session_scope
-from core.errors import UserError
-from core.events import JobEvent
-from core.jobs import Pipeline
-from core.leaderboards import SyncReport, has_leaderboards, sync_folder
-from core.messages import Problem, Reply, Request
-from core.models import Run, utcnow
-from core.notices import new_leader_announcement
-from core.permissions import allows, role_of
-from core.ranking import RankChange
-from core.report import submission_reply
-from core.runner import Runner, runners_by_gpu
-from core.scheduling import Scheduling
-from core.submissions import NeedsGpuChoice
+from kernelcup.core.access.permissions import allows, role_of
+from kernelcup.core.commands.catalog import find_command
+from kernelcup.core.commands.completion import complete
+from kernelcup.core.commands.registry import Kind, coerce_args
+from kernelcup.core.config import Settings
+from kernelcup.core.errors import UserError
+from kernelcup.core.leaderboards.catalog import SyncReport, has_leaderboards, sync_folder
+from kernelcup.core.leaderboards.ranking import RankChange
+from kernelcup.core.messages import Problem, Reply, Request
+from kernelcup.core.pipeline.events import JobEvent
+from kernelcup.core.pipeline.jobs import Pipeline
+from kernelcup.core.pipeline.report import submission_reply
+from kernelcup.core.pipeline.runner import Runner, runners_by_gpu
+from kernelcup.core.pipeline.submissions import NeedsGpuChoice
+from kernelcup.core.scheduling.announcements import Announcements
+from kernelcup.core.scheduling.notices import new_leader_announcement
+from kernelcup.core.scheduling.scheduler import Scheduling
+from kernelcup.core.store.db import session_scope
+from kernelcup.core.store.models import Run, utcnow
 
 log = structlog.get_logger("kernelcup.app")
 

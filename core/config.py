@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from core.errors import SetupError
+from kernelcup.core.errors import SetupError
 
 # config/kernelcup.yml, through a link in this package so that an installed wheel carries it too.
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "kernelcup.yml"

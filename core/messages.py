@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.roles import Role
+from kernelcup.core.roles import Role
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ class Problem:
     """Why a request was refused, in words an adapter can map (the web to an HTTP status).
 
     ``kind``: invalid, not_found, forbidden, too_large, refused, rate_limited, needs_choice,
-    internal (``core.errors``' kinds, plus the core's own two).
+    internal (``kernelcup.core.errors``' kinds, plus the core's own two).
     """
 
     kind: str

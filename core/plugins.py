@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from core.config import Settings
-from core.runner import Runner
+from kernelcup.core.config import Settings
+from kernelcup.core.pipeline.runner import Runner
 
 if TYPE_CHECKING:
-    from core.app import Kernelcup
+    from kernelcup.core.app import Kernelcup
 
 ADAPTERS = "kernelcup.adapters"
 RUNNERS = "kernelcup.runners"
@@ -112,7 +112,7 @@ def each_runner(settings: Settings, classes: Mapping[str, RunnerFactory] | None 
             continue
         runner = factory(settings)
         if not isinstance(runner, Runner):
-            raise TypeError(f"{factory!r} does not implement core.runner.Runner")
+            raise TypeError(f"{factory!r} does not implement kernelcup.core.pipeline.runner.Runner")
         yield name, runner
 
 

@@ -1,4 +1,4 @@
-"""The roles a command may require. Apart from the tables (core.models re-exports it), so that
+"""The roles a command may require. Apart from the tables (kernelcup.core.store.models re-exports it), so that
 the command registry, and with it the terminal's command line, loads without the store."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
-from core.errors import UserError
+from kernelcup.core.errors import UserError
 
 _RELATIVE = re.compile(r"^\+(\d+(?:\.\d+)?)\s*([wdhm])$")
 _UNITS = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes"}

@@ -1,4 +1,4 @@
-"""``python -m harness``: one job spec on stdin, progress lines and one signed result on stdout.
+"""``python -m kernelcup.harness``: one job spec on stdin, progress lines and one signed result on stdout.
 
 Whatever happens (a broken spec, a bug in the harness, SIGTERM from the runner), the last
 line is a signed result; only SIGKILL can prevent it. Nothing else writes to this stdout: the
@@ -17,9 +17,9 @@ import traceback
 from types import FrameType
 from typing import TextIO
 
-from harness.process import WATCHDOG_ENV, harden_harness_process
-from harness.run import Prepared
-from harness.spec import (
+from kernelcup.harness.process import WATCHDOG_ENV, harden_harness_process
+from kernelcup.harness.run import Prepared
+from kernelcup.harness.spec import (
     JobSpec,
     Mode,
     Progress,
@@ -64,10 +64,10 @@ def _prepare() -> Prepared | None:
     (a standby) and the job finds both processes warm. A failure here is reported with the job.
     """
     try:
-        from harness.run import prepare
+        from kernelcup.harness.run import prepare
 
         prepared = prepare()
-        import harness.session  # noqa: F401  (torch, in parallel with the child's import)
+        import kernelcup.harness.session  # noqa: F401  (torch, in parallel with the child's import)
     except Exception:
         return None
     return prepared
@@ -90,7 +90,7 @@ def main(stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
         spec = JobSpec.from_json(raw)
         key, job_id, mode = spec.result_key, spec.job_id, spec.mode
         bytes.fromhex(key)
-        from harness.run import run_job
+        from kernelcup.harness.run import run_job
 
         result = run_job(spec, emit, started, prepared)
     except (SpecError, ValueError) as exc:

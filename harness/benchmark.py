@@ -40,12 +40,12 @@ import random
 import time
 from dataclasses import dataclass
 
-from harness import checking, stats
-from harness.problem import Problem, WorkSource
-from harness.seeds import SeedPlan
-from harness.session import Session, Timed
-from harness.spec import Case, CaseResult, GpuInfo, Status
-from harness.verdict import RunEnded, describe_case
+from kernelcup.harness import checking, stats
+from kernelcup.harness.problem import Problem, WorkSource
+from kernelcup.harness.seeds import SeedPlan
+from kernelcup.harness.session import Session, Timed
+from kernelcup.harness.spec import Case, CaseResult, GpuInfo, Status
+from kernelcup.harness.verdict import RunEnded, describe_case
 
 BASELINE_CALLS = 10
 NOOP_SHARE = 0.1

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from harness.problem import Problem, ProblemError
+from kernelcup.harness.problem import Problem, ProblemError
 
 MAX_WORST = 3
 MAX_MESSAGE = 600

@@ -149,7 +149,7 @@ def main(argv: list[str]) -> int:
     _arm_watchdog()
     isolation = _enter_user_namespace() if userns == "1" else ""
     _die_with_parent(int(parent_pid))
-    from harness.channel import Channel
+    from kernelcup.harness.channel import Channel
 
     channel = Channel(socket.socket(fileno=int(sock_fd)))
     try:
@@ -167,9 +167,9 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
     multi-GPU job, bound to its own card (``cuda:<rank>`` of the cards the job was given)."""
     import torch
 
-    from harness import fingerprint as fp
-    from harness import timing, transfer
-    from harness.problem import Problem, ProblemError
+    from kernelcup.harness import fingerprint as fp
+    from kernelcup.harness import timing, transfer
+    from kernelcup.harness.problem import Problem, ProblemError
 
     if requested_device == "cuda" or (requested_device == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
@@ -203,7 +203,7 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
 
     group: Any = None
     if rank >= 0:
-        from harness import rank_child
+        from kernelcup.harness import rank_child
 
         try:
             group = rank_child.join(dict(order.get("rendezvous") or {}), rank, device, workdir)
@@ -257,7 +257,7 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
             reply, _ = channel.recv(max_payload=0)
             if reply.get("op") == "staging":
                 try:
-                    from harness.cudaipc import BorrowedBuffer
+                    from kernelcup.harness.cudaipc import BorrowedBuffer
 
                     if staging is not None:
                         staging.close()

@@ -15,9 +15,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.process import child_environment
-from harness.spec import JobSpec
-from harness.workspace import Workspace, cache_root
+from kernelcup.harness.process import child_environment
+from kernelcup.harness.spec import JobSpec
+from kernelcup.harness.workspace import Workspace, cache_root
 
 BINARY = "kernelcup_eval"
 MAX_LOG = 64 * 1024

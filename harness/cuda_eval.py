@@ -19,21 +19,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness import compile as nvcc_build
-from harness import scoring, stats, sysinfo
-from harness.problem import ProblemError, Work
-from harness.process import (
+from kernelcup.harness import compile as nvcc_build
+from kernelcup.harness import scoring, stats, sysinfo
+from kernelcup.harness.problem import ProblemError, Work
+from kernelcup.harness.process import (
     StreamCapture,
     child_environment,
     describe_exit,
     kill_adopted_children,
     userns_prefix,
 )
-from harness.reporting import Emit, attach_output
-from harness.seeds import SeedPlan
-from harness.spec import Case, CaseResult, JobSpec, Mode, Progress, Result, Status
-from harness.verdict import RunEnded, exception_in, format_seconds
-from harness.workspace import Workspace
+from kernelcup.harness.reporting import Emit, attach_output
+from kernelcup.harness.seeds import SeedPlan
+from kernelcup.harness.spec import Case, CaseResult, JobSpec, Mode, Progress, Result, Status
+from kernelcup.harness.verdict import RunEnded, exception_in, format_seconds
+from kernelcup.harness.workspace import Workspace
 
 EXIT_TEST_FAIL = 112
 MAX_REPORT = 4 << 20
@@ -248,7 +248,7 @@ def run(spec: JobSpec, workspace: Workspace, result: Result, emit: Emit, deadlin
         raise RunEnded(Status.ERROR, "compiled; CUDA leaderboards need a GPU to run, and none is present")
     if spec.mode is Mode.PROFILE:
         raise RunEnded(Status.ERROR, "profile mode is not available for CUDA leaderboards yet")
-    from harness import sysinfo
+    from kernelcup.harness import sysinfo
 
     nvml = sysinfo.Nvml()
     nvml.select()
@@ -358,7 +358,7 @@ def _check_floor(benchmarks: list[CaseResult], work: Work, spec: JobSpec) -> Non
         return
     import torch
 
-    from harness import benchmark
+    from kernelcup.harness import benchmark
 
     l2_bytes = int(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0) or 0)
     for index, case in enumerate(benchmarks):

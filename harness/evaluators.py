@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ast
 
-from harness.spec import TaskConfig
+from kernelcup.harness.spec import TaskConfig
 
 EVALUATORS = ("auto", "standard", "custom")
 STANDARD_NAMES = frozenset({"generate_input", "check_implementation"})

@@ -23,15 +23,15 @@ import random
 import time
 from typing import Any
 
-from harness import fingerprint as fp
-from harness import scoring, stats
-from harness.benchmark import BENCHMARK_PLAN, RANKED_PLAN
-from harness.rank_group import RankGroup, free_port
-from harness.reporting import Emit
-from harness.seeds import SeedPlan
-from harness.spec import CaseResult, JobSpec, Mode, Progress, Result, Status
-from harness.verdict import RunEnded, describe_case, format_seconds
-from harness.workspace import Workspace, build_cache_env
+from kernelcup.harness import fingerprint as fp
+from kernelcup.harness import scoring, stats
+from kernelcup.harness.benchmark import BENCHMARK_PLAN, RANKED_PLAN
+from kernelcup.harness.rank_group import RankGroup, free_port
+from kernelcup.harness.reporting import Emit
+from kernelcup.harness.seeds import SeedPlan
+from kernelcup.harness.spec import CaseResult, JobSpec, Mode, Progress, Result, Status
+from kernelcup.harness.verdict import RunEnded, describe_case, format_seconds
+from kernelcup.harness.workspace import Workspace, build_cache_env
 
 WARMUP_CALLS = {Mode.BENCHMARK: 3, Mode.RANKED: 5}
 # Work that outlived a rank's CUDA events (seen by the wall clock after a device synchronize)
@@ -93,7 +93,7 @@ def run(spec: JobSpec, workspace: Workspace, result: Result, emit: Emit, deadlin
 
 
 def _start(spec: JobSpec, workspace: Workspace, group: RankGroup, result: Result, device: str) -> None:
-    from harness import sysinfo
+    from kernelcup.harness import sysinfo
 
     assert group.ranks is not None and group.checkers is not None
     group.activity = "while starting"

@@ -24,14 +24,14 @@ import shutil
 import sys
 from typing import Any
 
-from harness import cuda_eval, sysinfo
-from harness.problem import Work
-from harness.process import StreamCapture, child_environment, spawn, userns_prefix
-from harness.reporting import Emit
-from harness.seeds import SeedPlan
-from harness.spec import Case, CaseResult, JobSpec, Mode, Progress, Result, Status
-from harness.verdict import RunEnded
-from harness.workspace import Workspace, build_cache_env
+from kernelcup.harness import cuda_eval, sysinfo
+from kernelcup.harness.problem import Work
+from kernelcup.harness.process import StreamCapture, child_environment, spawn, userns_prefix
+from kernelcup.harness.reporting import Emit
+from kernelcup.harness.seeds import SeedPlan
+from kernelcup.harness.spec import Case, CaseResult, JobSpec, Mode, Progress, Result, Status
+from kernelcup.harness.verdict import RunEnded
+from kernelcup.harness.workspace import Workspace, build_cache_env
 
 WHAT = "the leaderboard's evaluator"
 PROFILE_ALTCHARS = b"+*"  # GPU MODE's eval encodes its profiler tables with these

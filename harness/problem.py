@@ -23,8 +23,8 @@ from typing import Any, Protocol
 import torch
 from torch.overrides import TorchFunctionMode
 
-from harness.spec import Case
-from harness.verdict import missing_package, needs_package
+from kernelcup.harness.spec import Case
+from kernelcup.harness.verdict import missing_package, needs_package
 
 POISON_FLOAT = math.nan
 

@@ -32,10 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.cgroups import JobCgroup
-from harness.channel import Channel
+from kernelcup.harness.cgroups import JobCgroup
+from kernelcup.harness.channel import Channel
 
-HARNESS_ROOT = Path(__file__).resolve().parent.parent
+# Where ``kernelcup`` is imported from: a checkout or site-packages. Only the root is resolved:
+# in a checkout kernelcup/harness is a link to harness/, and the link is how kernelcup.harness is found.
+IMPORT_ROOT = Path(__file__).absolute().parents[2].resolve()
+HARNESS_DIR = Path(__file__).resolve().parent  # the folder the harness really lives in
 STREAM_KEEP = 1 << 20  # bytes of each stream kept (the result shows 16 KiB; the rest a file)
 USER_ENV = "KERNELCUP_HARNESS_USER"  # "" or "none" keeps the harness's uid
 # Operator switches for a machine where a layer of isolation breaks the GPU (each "0" turns
@@ -205,7 +208,7 @@ def _child_identity() -> Identity:
     except KeyError:
         return Identity(None, None, f"uid 0 (no user {wanted!r})", userns=True)
     torch_spec = importlib.util.find_spec("torch")
-    needed = [Path(sys.executable), HARNESS_ROOT / "harness" / "child.py"]
+    needed = [Path(sys.executable), HARNESS_DIR / "child.py"]
     if torch_spec is not None and torch_spec.origin:
         needed.append(Path(torch_spec.origin))
     blocked = [str(p) for p in needed if not _world_readable_path(p)]
@@ -227,7 +230,8 @@ def _readonly_folders() -> tuple[str, ...]:
     """What a job may read: the system, Python and its packages, CUDA, compilers, the harness.
 
     Never the repository or the runner's folders (the database, ``var/``): only ``harness/``
-    of the repository is bound, and a folder on the way to it is never bound whole.
+    of the repository is bound, with ``kernelcup/`` (its ``__init__.py`` and links, of which only
+    ``kernelcup/harness`` leads anywhere inside), and a folder on the way to them is never bound whole.
     """
     wanted = list(_SYSTEM_FOLDERS)
     wanted += [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
@@ -246,7 +250,7 @@ def _readonly_folders() -> tuple[str, ...]:
     for variable in ("CC", "CXX", "CUDAHOSTCXX"):
         if os.environ.get(variable):
             wanted.append(_prefix_of(str(Path(os.environ[variable]).parent)))
-    repository = HARNESS_ROOT.resolve()
+    repository = IMPORT_ROOT
     # An installed kernelcup lives in site-packages, a folder of packages like torch's: bound with
     # the rest of Python. Only a checkout is the bot's own folder (its database, var/).
     installed = repository in {Path(p).resolve() for p in [*site.getsitepackages(), site.getusersitepackages()]}
@@ -261,7 +265,7 @@ def _readonly_folders() -> tuple[str, ...]:
             continue
         chosen.append(str(real))
     if not installed:
-        chosen.append(str(repository / "harness"))
+        chosen += [str(repository / "kernelcup"), str(HARNESS_DIR)]
     kept: list[str] = []
     for folder in sorted(set(chosen), key=lambda p: (p.count("/"), p)):
         if not any(folder.startswith(k + "/") for k in kept if not Path(k).is_symlink()):
@@ -369,7 +373,7 @@ class Sandbox:
 
 
 def harness_sandboxed(command: list[str], folder: Path, cache: Path) -> tuple[list[str], dict[str, str]]:
-    """For a runner on the bot's machine: ``python -m harness`` in a sandbox of its own.
+    """For a runner on the bot's machine: ``python -m kernelcup.harness`` in a sandbox of its own.
 
     A leaderboard's own code (``reference.py``) runs in the harness, so the harness too must not
     reach the bot: it sees its ``folder`` (its temporary folders, written), the build ``cache``,
@@ -394,7 +398,7 @@ def harness_sandboxed(command: list[str], folder: Path, cache: Path) -> tuple[li
 
 def sandbox_failure(stderr: str) -> str:
     """The sandbox launcher's own complaint in a process's stderr, or ""."""
-    from harness.sandbox import SETUP_PREFIX
+    from kernelcup.harness.sandbox import SETUP_PREFIX
 
     for line in stderr.splitlines():
         if line.startswith(SETUP_PREFIX):
@@ -408,7 +412,7 @@ def child_environment(home: Path, extra: dict[str, str]) -> dict[str, str]:
     env.update(
         HOME=str(home),
         TMPDIR=str(home / "tmp"),
-        PYTHONPATH=str(HARNESS_ROOT),
+        PYTHONPATH=str(IMPORT_ROOT),
         PYTHONUNBUFFERED="1",
         PYTHONDONTWRITEBYTECODE="1",
         PYTHONHASHSEED="0",

@@ -19,11 +19,11 @@ import sys
 import time
 from pathlib import Path
 
-from harness.process import StreamCapture, child_environment, kill_adopted_children
-from harness.reporting import Emit, attach_output
-from harness.spec import CaseResult, JobSpec, Progress, Result, Status
-from harness.verdict import RunEnded
-from harness.workspace import Workspace
+from kernelcup.harness.process import StreamCapture, child_environment, kill_adopted_children
+from kernelcup.harness.reporting import Emit, attach_output
+from kernelcup.harness.spec import CaseResult, JobSpec, Progress, Result, Status
+from kernelcup.harness.verdict import RunEnded
+from kernelcup.harness.workspace import Workspace
 
 MAX_REPORT = 1 << 20
 NCU_METRICS = (
@@ -101,7 +101,7 @@ def _child_command(
         sys.executable,
         "-P",
         "-m",
-        "harness.profile_child",
+        "kernelcup.harness.profile_child",
         str(workspace.work),
         spec.submission_name,
         str(cases_file),

@@ -17,14 +17,14 @@ PROFILED_CALLS = 5
 
 def main(argv: list[str]) -> int:
     workdir, submission_name, cases_file, out_dir, device_name, tool, only, userns, parent_pid = argv
-    from harness import child
+    from kernelcup.harness import child
 
     if userns == "1":
         child._enter_user_namespace()
     child._die_with_parent(int(parent_pid))
     import torch
 
-    from harness.problem import Problem
+    from kernelcup.harness.problem import Problem
 
     problem = Problem(Path(workdir))
     try:

@@ -1,9 +1,9 @@
 """The processes of a multi-GPU job, as the harness holds them: one submission process and one
 reference process per rank, and the conversation with all of them at once.
 
-The submission's ranks (``harness.child``, one per rank) start through ``harness.rank_launcher``
+The submission's ranks (``kernelcup.harness.child``, one per rank) start through ``kernelcup.harness.rank_launcher``
 in one sandbox, so they share its loopback and nothing else; each has its own socket and
-output pipes to the harness. The reference ranks (``harness.rank_reference``) are the
+output pipes to the harness. The reference ranks (``kernelcup.harness.rank_reference``) are the
 harness's own processes (no submission code) with a process group of their own.
 
 Every order goes to all ranks and the harness waits for all their answers within the run's
@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.channel import Channel, ChannelClosed, ProtocolError
-from harness.process import (
+from kernelcup.harness.channel import Channel, ChannelClosed, ProtocolError
+from kernelcup.harness.process import (
     StreamCapture,
     _kill_session,
     child_environment,
@@ -38,10 +38,10 @@ from harness.process import (
     kill_adopted_children,
     sandbox_failure,
 )
-from harness.rank_child import read_counter
-from harness.spec import Status
-from harness.verdict import RunEnded, missing_package, needs_package
-from harness.workspace import Workspace
+from kernelcup.harness.rank_child import read_counter
+from kernelcup.harness.spec import Status
+from kernelcup.harness.verdict import RunEnded, missing_package, needs_package
+from kernelcup.harness.workspace import Workspace
 
 MAX_PAYLOAD = 2 << 30
 CLOSED = "__closed__"
@@ -139,7 +139,7 @@ class RankGroup:
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             err_read, err_write = os.pipe()
             command = [
-                sys.executable, "-P", "-m", "harness.rank_reference", str(theirs.fileno()), str(os.getpid()),
+                sys.executable, "-P", "-m", "kernelcup.harness.rank_reference", str(theirs.fileno()), str(os.getpid()),
                 self.device, str(rank), str(self.world_size), str(port), str(self.workspace.harness_dir),
             ]
             env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
@@ -182,7 +182,7 @@ class RankGroup:
             self.outputs.append((stdout, stderr))
             held.append(theirs)
         command = [
-            sys.executable, "-P", "-m", "harness.rank_launcher", str(control_theirs.fileno()),
+            sys.executable, "-P", "-m", "kernelcup.harness.rank_launcher", str(control_theirs.fileno()),
             "0" if sandboxed else str(os.getpid()), self.device, "1" if workspace.identity.userns else "0",
             *triples,
         ]

@@ -1,8 +1,8 @@
-"""``python -m harness.rank_launcher``: starts the ranks of a multi-GPU job inside its sandbox.
+"""``python -m kernelcup.harness.rank_launcher``: starts the ranks of a multi-GPU job inside its sandbox.
 
 The sandbox runs one command as the init of its namespaces; for a multi-GPU job that command
 is this launcher, so every rank lives in the same sandbox (one network namespace: the ranks
-reach each other on loopback, and nothing else). Each rank is ``harness.child`` with its own
+reach each other on loopback, and nothing else). Each rank is ``kernelcup.harness.child`` with its own
 socket to the harness and its own output pipes, all passed in by the harness. The launcher
 reports each rank's exit status on its control socket, one JSON line per rank, and exits when
 every rank has; when it dies, every rank dies with it (parent-death signal, and the PID
@@ -37,7 +37,8 @@ def main(argv: list[str]) -> int:
     ranks: dict[int, int] = {}
     for rank, triple in enumerate(triples):
         sock, out, err = (int(part) for part in triple.split(":"))
-        command = [sys.executable, "-P", "-m", "harness.child", str(sock), str(os.getpid()), device, userns, str(rank)]
+        module = "kernelcup.harness.child"
+        command = [sys.executable, "-P", "-m", module, str(sock), str(os.getpid()), device, userns, str(rank)]
         try:
             popen = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, pass_fds=(sock,), close_fds=True

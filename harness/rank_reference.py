@@ -1,4 +1,4 @@
-"""``python -m harness.rank_reference``: the harness's own process for one rank of a multi-GPU job.
+"""``python -m kernelcup.harness.rank_reference``: the harness's own process for one rank of a multi-GPU job.
 
 A distributed leaderboard's reference is itself collective (GPU MODE's ``ref_kernel`` calls
 ``reduce_scatter_tensor``), so it cannot run in the one harness process. Each rank gets one of
@@ -28,7 +28,7 @@ def _checked(problem: Any, data: Any, output: Any) -> tuple[bool, str]:
     """``(ok, message)``, making the same collective calls on every rank: the reference once,
     then ``check_implementation`` (which usually runs the reference again) even when the output's
     structure is already refused."""
-    from harness import checking
+    from kernelcup.harness import checking
 
     expected = problem.reference(checking.clone_tree(data)) if problem.has_reference() else None
     refused = checking.refusals(output, expected) if expected is not None else []
@@ -54,10 +54,10 @@ def _checked(problem: Any, data: Any, output: Any) -> tuple[bool, str]:
 
 def main(argv: list[str]) -> int:
     sock_fd, parent_pid, requested_device, rank_text, world_text, port_text, directory = argv
-    from harness.child import _die_with_parent
+    from kernelcup.harness.child import _die_with_parent
 
     _die_with_parent(int(parent_pid))
-    from harness.channel import Channel
+    from kernelcup.harness.channel import Channel
 
     channel = Channel(socket.socket(fileno=int(sock_fd)))
     try:
@@ -73,9 +73,9 @@ def _serve(channel: Any, requested_device: str, rank: int, world_size: int, port
     import torch
     import torch.distributed as dist
 
-    from harness import checking, transfer
-    from harness import fingerprint as fp
-    from harness.problem import Problem, ProblemError
+    from kernelcup.harness import checking, transfer
+    from kernelcup.harness import fingerprint as fp
+    from kernelcup.harness.problem import Problem, ProblemError
 
     on_gpu = requested_device == "cuda" or (requested_device == "auto" and torch.cuda.is_available())
     if on_gpu:

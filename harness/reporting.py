@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness.process import StreamCapture
-from harness.spec import Progress, Result
+from kernelcup.harness.process import StreamCapture
+from kernelcup.harness.spec import Progress, Result
 
 Emit = Callable[[Progress], None]
 

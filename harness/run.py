@@ -1,7 +1,7 @@
 """Running one job: lay out the files, start the submission's process, run the mode, report.
 
 ``run_job`` never raises for anything a submission or a leaderboard can do; every way a run
-can end becomes a :class:`~harness.spec.Result` with a status and a one-line verdict. The
+can end becomes a :class:`~kernelcup.harness.spec.Result` with a status and a one-line verdict. The
 submission's process is started first (:func:`prepare`, before the spec is even read), so its
 torch import and CUDA start-up overlap the harness's own, and a runner that starts the harness
 ahead of a job finds both warm.
@@ -17,17 +17,17 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from harness import scoring
-from harness.evaluators import uses_own_evaluator
-from harness.process import Child, Identity, child_environment, child_identity, spawn
-from harness.reporting import Emit, attach_output
-from harness.seeds import SeedPlan
-from harness.spec import CaseResult, JobSpec, Mode, Progress, Result, Status
-from harness.verdict import RunEnded, describe_case, format_seconds
-from harness.workspace import Workspace, WorkspaceError, build_cache_env
+from kernelcup.harness import scoring
+from kernelcup.harness.evaluators import uses_own_evaluator
+from kernelcup.harness.process import Child, Identity, child_environment, child_identity, spawn
+from kernelcup.harness.reporting import Emit, attach_output
+from kernelcup.harness.seeds import SeedPlan
+from kernelcup.harness.spec import CaseResult, JobSpec, Mode, Progress, Result, Status
+from kernelcup.harness.verdict import RunEnded, describe_case, format_seconds
+from kernelcup.harness.workspace import Workspace, WorkspaceError, build_cache_env
 
 if TYPE_CHECKING:
-    from harness.session import Session, Shipped
+    from kernelcup.harness.session import Session, Shipped
 
 MAX_OUTPUT_PAYLOAD = 2 << 30
 
@@ -41,7 +41,7 @@ def reserve_s(timeout_s: float) -> float:
 class Prepared:
     """What the harness sets up before it has a job: the directories and a warm child.
 
-    A runner may start ``python -m harness`` ahead of the job (a standby), so by the time the
+    A runner may start ``python -m kernelcup.harness`` ahead of the job (a standby), so by the time the
     spec arrives the submission's process has imported torch and created its CUDA context.
     Nothing of a job is in here: the child learns its job only from the ``load`` order.
     """
@@ -111,17 +111,17 @@ def run_job(spec: JobSpec, emit: Emit, started: float | None = None, prepared: P
         if spec.submission_name not in spec.files:
             raise RunEnded(Status.ERROR, f"the job has no submission file {spec.submission_name!r}")
         if spec.task.lang == "cu":
-            from harness import cuda_eval
+            from kernelcup.harness import cuda_eval
 
             prepared.discard_child()  # the compiled binary is the submission's process
             cuda_eval.run(spec, workspace, result, emit, deadline)
         elif spec.task.lang == "py" and spec.task.world_size > 0:
-            from harness import multi_gpu
+            from kernelcup.harness import multi_gpu
 
             prepared.discard_child()  # one process per rank instead (harness/rank_group.py)
             multi_gpu.run(spec, workspace, result, emit, deadline)
         elif spec.task.lang == "py" and uses_own_evaluator(spec.task, spec.files):
-            from harness import own_eval
+            from kernelcup.harness import own_eval
 
             prepared.discard_child()  # the leaderboard's evaluator imports the submission itself
             own_eval.run(spec, workspace, result, emit, deadline)
@@ -146,7 +146,7 @@ def start_python_child(workspace: Workspace, device: str) -> Child:
         sys.executable,
         "-P",
         "-m",
-        "harness.child",
+        "kernelcup.harness.child",
         "{fd}",
         # In the sandbox the child is PID 1 of its namespace and dies with the launcher chain.
         "0" if sandboxed else str(os.getpid()),
@@ -174,7 +174,7 @@ def _wanted(spec_device: str, started: str) -> bool:
 def _run_python(
     spec: JobSpec, workspace: Workspace, prepared: Prepared, result: Result, emit: Emit, deadline: float
 ) -> None:
-    from harness.session import Session
+    from kernelcup.harness.session import Session
 
     child = prepared.child or start_python_child(workspace, spec.device)
     prepared.child = child
@@ -186,14 +186,14 @@ def _run_python(
             session = Session(child, deadline, spec.timeout_s, device="cpu")
             session.wait_started()
         session.load(_load_order(spec, workspace))
-        from harness.problem import Problem, ProblemError
+        from kernelcup.harness.problem import Problem, ProblemError
 
         try:
             problem = Problem(workspace.harness_dir)
         except ProblemError as exc:
             raise RunEnded(Status.ERROR, str(exc)) from None
         session.wait_ready()
-        from harness import sysinfo
+        from kernelcup.harness import sysinfo
 
         nvml = sysinfo.Nvml() if session.device == "cuda" else None
         if nvml is not None:
@@ -210,7 +210,7 @@ def _run_python(
         )
         seeds = SeedPlan(spec.secret_seed if spec.mode is Mode.RANKED else None)
         if spec.mode is Mode.PROFILE:
-            from harness import profile
+            from kernelcup.harness import profile
 
             _run_tests(session, problem, seeds, spec, result, emit)
             session.exit()
@@ -236,7 +236,7 @@ def _run_python(
 
 
 def _run_tests(session: Session, problem: Any, seeds: SeedPlan, spec: JobSpec, result: Result, emit: Emit) -> None:
-    from harness import fingerprint as fp
+    from kernelcup.harness import fingerprint as fp
 
     cases = spec.task.tests
     total = len(cases)
@@ -286,8 +286,8 @@ def _judge(
     device: str,
     label: str,
 ) -> tuple[bool, str]:
-    from harness import checking
-    from harness import fingerprint as fp
+    from kernelcup.harness import checking
+    from kernelcup.harness import fingerprint as fp
 
     if shipped.error:
         return False, shipped.error
@@ -317,7 +317,7 @@ def _run_benchmarks(
     emit: Emit,
     deadline: float,
 ) -> None:
-    from harness import benchmark
+    from kernelcup.harness import benchmark
 
     cases = spec.task.benchmarks
     if not cases:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from harness.spec import CaseResult
+from kernelcup.harness.spec import CaseResult
 
 RANKINGS = ("last", "mean", "geom")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-from harness.spec import Case
+from kernelcup.harness.spec import Case
 
 SEED_LIMIT = 2**31
 SEED_KEY = "seed"

@@ -15,12 +15,12 @@ from typing import Any
 
 import torch
 
-from harness import transfer
-from harness.channel import ChannelClosed, ChannelTimeout, Message, ProtocolError
-from harness.process import Child, describe_exit, sandbox_failure
-from harness.sandbox import SETUP_FAILED
-from harness.spec import Status
-from harness.verdict import RunEnded, missing_package, needs_package
+from kernelcup.harness import transfer
+from kernelcup.harness.channel import ChannelClosed, ChannelTimeout, Message, ProtocolError
+from kernelcup.harness.process import Child, describe_exit, sandbox_failure
+from kernelcup.harness.sandbox import SETUP_FAILED
+from kernelcup.harness.spec import Status
+from kernelcup.harness.verdict import RunEnded, missing_package, needs_package
 
 MAX_STAGING = 16 << 30
 
@@ -175,7 +175,7 @@ class Session:
             self._send({"op": "no_staging"})
             return
         try:
-            from harness.cudaipc import SharedBuffer
+            from kernelcup.harness.cudaipc import SharedBuffer
 
             free, _ = torch.cuda.mem_get_info()
             if nbytes > free // 2:

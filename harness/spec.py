@@ -4,7 +4,7 @@ Both sides import this module. It needs only the standard library, so it runs un
 bare GPU image. Everything crosses the wire as JSON with a ``version`` field; a reader refuses
 a version it does not know rather than guess.
 
-Channel: the runner starts ``python -m harness`` and writes one JSON spec to its stdin (never
+Channel: the runner starts ``python -m kernelcup.harness`` and writes one JSON spec to its stdin (never
 argv or the environment: the spec holds the secret seed and the result key). The harness
 writes JSON lines to its own stdout: progress events, then exactly one result line signed
 with HMAC-SHA256 under ``result_key``. The submission runs in a child process that never sees

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.spec import CaseResult
+from kernelcup.harness.spec import CaseResult
 
 Z_95 = 1.959964
 

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from harness.spec import SystemInfo
+from kernelcup.harness.spec import SystemInfo
 
 NVML_CLOCK_SM = 1
 NVML_TEMPERATURE_GPU = 0

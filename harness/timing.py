@@ -59,7 +59,7 @@ from typing import Any
 
 import torch
 
-from harness import stats
+from kernelcup.harness import stats
 
 _seconds = time.perf_counter  # captured at import, before any submission is
 

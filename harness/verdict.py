@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from harness.spec import Status
+from kernelcup.harness.spec import Status
 
 _MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
 _EXCEPTION_LINE = re.compile(r"^[\w.]*(Error|Exception|Exit|Interrupt)\b(: .*)?$")

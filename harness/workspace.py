@@ -19,8 +19,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from harness.process import Identity, Sandbox
-from harness.spec import JobSpec
+from kernelcup.harness.process import Identity, Sandbox
+from kernelcup.harness.spec import JobSpec
 
 CACHE_ENV = "KERNELCUP_CACHE_DIR"
 CACHE_COPY_LIMIT = 2 << 30  # bytes of one submission's build cache copied back after a job

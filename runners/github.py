@@ -29,10 +29,10 @@ from typing import Any
 import httpx
 import structlog
 
-from core.config import Settings
-from core.runner import ProgressCallback, RunContext, RunnerError
-from core.timeouts import platform_timeout_s, remote_kill_s
-from harness.spec import JobSpec, Progress, Result, ResultReader, SpecError
+from kernelcup.core.config import Settings
+from kernelcup.core.pipeline.runner import ProgressCallback, RunContext, RunnerError
+from kernelcup.core.pipeline.timeouts import platform_timeout_s, remote_kill_s
+from kernelcup.harness.spec import JobSpec, Progress, Result, ResultReader, SpecError
 
 log = structlog.get_logger(__name__)
 

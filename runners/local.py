@@ -1,4 +1,4 @@
-"""The local runner: ``python -m harness`` in a subprocess on this machine.
+"""The local runner: ``python -m kernelcup.harness`` in a subprocess on this machine.
 
 The harness gets the spec on stdin and nothing else of ours: a fresh working directory, an
 environment with no tokens or database URL, and its own process group, so a cancel or a
@@ -28,11 +28,11 @@ from pathlib import Path
 
 import structlog
 
-from core.config import Settings
-from core.runner import ProgressCallback, RunContext, RunnerError
-from harness.process import harness_sandboxed
-from harness.spec import JobSpec, Progress, Result, ResultReader, SpecError
-from runners.cards import CardPool
+from kernelcup.core.config import Settings
+from kernelcup.core.pipeline.runner import ProgressCallback, RunContext, RunnerError
+from kernelcup.harness.process import HARNESS_DIR, IMPORT_ROOT, harness_sandboxed
+from kernelcup.harness.spec import JobSpec, Progress, Result, ResultReader, SpecError
+from kernelcup.runners.cards import CardPool
 
 log = structlog.get_logger(__name__)
 
@@ -42,7 +42,6 @@ PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "LD_LIBRARY_PATH")
 # passes: the database URL and tokens live there.
 PASSED_ENV_PREFIXES = ("CUDA_", "NVIDIA_", "KERNELCUP_HARNESS_")
 PASSED_ENV_EXTRA = ("KERNELCUP_CACHE_DIR",)
-ROOT = Path(__file__).resolve().parent.parent  # where `harness` is importable from
 STDERR_KEEP_BYTES = 64 * 1024
 STDERR_TAIL_LINES = 20
 MAX_LINE_BYTES = 64 * 1024 * 1024  # the result line carries logs and profile reports
@@ -58,7 +57,7 @@ def harness_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
         for key, value in source.items()
         if key in PASSED_ENV or key in PASSED_ENV_EXTRA or key.startswith(PASSED_ENV_PREFIXES)
     }
-    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONPATH"] = str(IMPORT_ROOT)  # where `kernelcup` is importable from
     env["PYTHONUNBUFFERED"] = "1"  # progress lines arrive as they happen
     return env
 
@@ -117,7 +116,7 @@ class LocalRunner:
         standby: int | None = None,  # overrides config
         cards: int | None = None,  # this machine's cards of ``gpu`` (with ``gpu``: skips detection)
     ) -> None:
-        self._command = list(harness_command or [sys.executable, "-m", "harness"])
+        self._command = list(harness_command or [sys.executable, "-m", "kernelcup.harness"])
         self._sandbox_harness = harness_command is None
         self._cache = Path(os.environ.get("KERNELCUP_CACHE_DIR") or Path.home() / ".cache" / "kernelcup")
         self._settings = settings
@@ -359,7 +358,7 @@ def _runner_folders(settings: Settings | None) -> list[str]:
     url = str(settings.database_url)
     if url.startswith("sqlite:///"):
         folders.append(Path(url.removeprefix("sqlite:///")).resolve().parent)
-    harness = (ROOT / "harness").resolve()
+    harness = HARNESS_DIR
     return [str(f) for f in folders if f != harness and f not in harness.parents]
 
 

@@ -26,10 +26,10 @@ import modal.config
 import modal.exception
 import structlog
 
-from core.config import Settings
-from core.runner import ProgressCallback, RunContext, RunnerError
-from core.timeouts import platform_timeout_s, remote_kill_s
-from harness.spec import JobSpec, Progress, Result, ResultReader, SpecError, parse_line
+from kernelcup.core.config import Settings
+from kernelcup.core.pipeline.runner import ProgressCallback, RunContext, RunnerError
+from kernelcup.core.pipeline.timeouts import platform_timeout_s, remote_kill_s
+from kernelcup.harness.spec import JobSpec, Progress, Result, ResultReader, SpecError, parse_line
 
 log = structlog.get_logger(__name__)
 
@@ -56,7 +56,7 @@ def function_name(gpu_name: str) -> str:
 
 def deployment(settings: Settings) -> dict[str, Any]:
     """What runners/modal_app.py deploys: the app, and one function per registry GPU with a
-    ``modal_gpu`` option, its timeout derived by core.timeouts from the values the runner reads."""
+    ``modal_gpu`` option, its timeout derived by kernelcup.core.pipeline.timeouts from the values the runner reads."""
     options = runner_options(settings)
     timeout = platform_timeout_s(float(options["max_harness_s"]), float(options["startup_s"]))
     functions = [
@@ -307,7 +307,8 @@ def _explain(exc: BaseException, function: str, app: str, function_timeout_s: in
     if isinstance(exc, errors.AuthError):
         return f"Modal refused our credentials ({text}): set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET"
     if isinstance(exc, errors.NotFoundError):
-        return f"Modal function {function} of app {app!r} not found ({text}): run `modal deploy -m runners.modal_app`"
+        return (f"Modal function {function} of app {app!r} not found ({text}): "
+                "run `modal deploy -m kernelcup.runners.modal_app`")
     if isinstance(exc, errors.ResourceExhaustedError):
         return f"Modal refused the run: a quota or rate limit was reached ({text})"
     if isinstance(exc, errors.FunctionTimeoutError):

@@ -3,7 +3,7 @@
 Deploy from the repository root, as a module (a file path would put ``runners/`` on sys.path,
 where ``runners/modal.py`` would hide the ``modal`` SDK)::
 
-    modal deploy -m runners.modal_app
+    modal deploy -m kernelcup.runners.modal_app
 
 The functions come from the GPU registry (config/kernelcup.yml): every entry with a
 ``modal_gpu`` option gets ``run_<name>`` pinned to that exact card type, so adding a GPU kind is
@@ -41,9 +41,13 @@ PASSED_ENV_PREFIXES = ("CUDA_", "NVIDIA_")
 CUDA_IMAGE = "nvidia/cuda:12.8.1-devel-ubuntu22.04"
 PYTHON = "3.11"
 PACKAGES = ("torch==2.13.0", "numpy>=1.26")  # torch brings its Triton
+# Our code in the image. Modal mounts this app's top package (``kernelcup``) by itself, but walks
+# it without following links: from a checkout, where kernelcup/runners and kernelcup/harness are
+# links, that mount holds only kernelcup/__init__.py. These two are what the container imports.
+IMAGE_SOURCES = ("kernelcup.runners", "kernelcup.harness")
 
 if "runners" in Path(modal.__file__).parts:  # pragma: no cover - a deploy by file path
-    raise ImportError("deploy with `modal deploy -m runners.modal_app` from the repository root")
+    raise ImportError("deploy with `modal deploy -m kernelcup.runners.modal_app` from the repository root")
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,7 @@ class GpuFunction:
 
     name: str
     gpu: str  # Modal's GPU string, e.g. "H100!" (the "!" forbids an upgrade to another card)
-    timeout_s: int  # Modal's own limit, from core.timeouts.platform_timeout_s
+    timeout_s: int  # Modal's own limit, from kernelcup.core.pipeline.timeouts.platform_timeout_s
     max_containers: int | None = None
     scaledown_s: int = 60
 
@@ -69,13 +73,13 @@ _standby: list[_Started] = []
 
 
 def _start(command: list[str] | None) -> _Started:
-    root = str(Path(__file__).resolve().parent.parent)  # where `harness` is importable from
+    root = str(Path(__file__).absolute().parents[2].resolve())  # where `kernelcup` is importable from
     env = {k: v for k, v in os.environ.items() if k in PASSED_ENV or k.startswith(PASSED_ENV_PREFIXES)}
     env["PYTHONPATH"] = root
     env["PYTHONUNBUFFERED"] = "1"
     workdir = tempfile.mkdtemp(prefix="kernelcup-")
     process = subprocess.Popen(
-        command or [sys.executable, "-m", "harness"],
+        command or [sys.executable, "-m", "kernelcup.harness"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -103,9 +107,9 @@ def run_harness(
     command: list[str] | None = None,
     standby: bool = False,
 ) -> dict[str, Any]:
-    """Run ``python -m harness`` on one spec; its stdout lines, exit code and stderr's tail.
+    """Run ``python -m kernelcup.harness`` on one spec; its stdout lines, exit code and stderr's tail.
 
-    ``kill_after_s`` (from core.timeouts) exceeds the harness's own limit, so normally the harness
+    ``kill_after_s`` (from kernelcup.core.pipeline.timeouts) exceeds the harness's own limit, so normally the harness
     reports its own timeout; this kill is for a harness that hangs. Progress lines go to
     ``report`` as they come. With ``standby`` the call takes the harness started after the
     previous call, if one is waiting, and starts the next one when it is done.
@@ -174,12 +178,12 @@ def run_job(spec_json: str, kill_after_s: float) -> dict[str, Any]:
 
 
 def _deployment() -> dict[str, Any]:
-    """What runners.modal.deployment derives from the config; in the container (whose image
+    """What kernelcup.runners.modal.deployment derives from the config; in the container (whose image
     carries it, and which has neither ``core`` nor our config), as baked in at deploy."""
     if TABLE_ENV in os.environ:
         return dict(json.loads(os.environ[TABLE_ENV]))
-    from core.config import load_settings
-    from runners.modal import deployment
+    from kernelcup.core.config import load_settings
+    from kernelcup.runners.modal import deployment
 
     return deployment(load_settings())
 
@@ -193,7 +197,7 @@ image = (
     modal.Image.from_registry(CUDA_IMAGE, add_python=PYTHON)
     .pip_install(*PACKAGES)
     .env({TABLE_ENV: json.dumps(DEPLOYMENT)})
-    .add_local_python_source("harness")
+    .add_local_python_source(*IMAGE_SOURCES)
 )
 app = modal.App(APP_NAME, image=image)
 

@@ -18,8 +18,8 @@ import pytest
 from sqlalchemy import make_url, text
 from sqlalchemy.engine import Engine
 
-from core.db import check_reachable, make_engine, upgrade
-from core.errors import StoreUnavailable
+from kernelcup.core.errors import StoreUnavailable
+from kernelcup.core.store.db import check_reachable, make_engine, upgrade
 
 POSTGRES_ADMIN_URL = os.environ.get(
     "KERNELCUP_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"

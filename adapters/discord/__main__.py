@@ -1,4 +1,4 @@
-"""``python -m adapters.discord sync-commands``: register the slash commands with Discord.
+"""``python -m kernelcup.adapters.discord sync-commands``: register the slash commands with Discord.
 
 Run it after installing or upgrading kernelcup (a new core command appears on Discord only once
 the tree is synced). It talks to Discord's REST API only: no gateway, no database.
@@ -11,13 +11,13 @@ import asyncio
 import os
 import sys
 
-from adapters.discord.config import TOKEN_ENV
-from core.config import load_settings
-from core.errors import SetupError
+from kernelcup.adapters.discord.config import TOKEN_ENV
+from kernelcup.core.config import load_settings
+from kernelcup.core.errors import SetupError
 
 
 async def sync_commands() -> dict[str, int]:
-    from adapters.discord.adapter import DiscordAdapter  # discord.py: kernelcup[discord]
+    from kernelcup.adapters.discord.adapter import DiscordAdapter  # discord.py: kernelcup[discord]
 
     adapter = DiscordAdapter(load_settings(), dict(os.environ))
     try:
@@ -28,7 +28,7 @@ async def sync_commands() -> dict[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m adapters.discord", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m kernelcup.adapters.discord", description=__doc__.splitlines()[0])
     parser.add_argument("action", choices=["sync-commands"], help="what to do")
     parser.parse_args(argv)
     if not os.environ.get(TOKEN_ENV, "").strip():

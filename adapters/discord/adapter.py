@@ -3,7 +3,7 @@
 ``kernelcup serve`` starts it when ``DISCORD_TOKEN`` is set. It needs no privileged intent:
 interactions carry the member and their roles, and the guilds intent keeps role names and
 channels in the cache. The command tree is registered with Discord only on demand
-(``python -m adapters.discord sync-commands``, or ``discord.sync_commands_on_start``), since
+(``python -m kernelcup.adapters.discord sync-commands``, or ``discord.sync_commands_on_start``), since
 Discord rate-limits registration and the tree rarely changes. Each time the client is ready
 (connected, guilds cached) it follows again the submissions whose report it still owes.
 """
@@ -18,15 +18,15 @@ import discord
 import structlog
 from discord import app_commands
 
-from adapters.discord.config import TOKEN_ENV, DiscordConfig, configured
-from adapters.discord.conversation import Conversations
-from adapters.discord.render import batches, discord_files, render_reply
-from adapters.discord.tree import build_groups
-from core.config import Settings
-from core.messages import Reply
+from kernelcup.adapters.discord.config import TOKEN_ENV, DiscordConfig, configured
+from kernelcup.adapters.discord.conversation import Conversations
+from kernelcup.adapters.discord.render import batches, discord_files, render_reply
+from kernelcup.adapters.discord.tree import build_groups
+from kernelcup.core.config import Settings
+from kernelcup.core.messages import Reply
 
 if TYPE_CHECKING:
-    from core.app import Kernelcup
+    from kernelcup.core.app import Kernelcup
 
 log = structlog.get_logger("kernelcup.discord")
 

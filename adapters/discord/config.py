@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from core.config import Settings
-from core.plugins import DeferredAdapter
+from kernelcup.core.config import Settings
+from kernelcup.core.plugins import DeferredAdapter
 
 TOKEN_ENV = "DISCORD_TOKEN"
 SECTION = "discord"
@@ -25,7 +25,7 @@ def configured(env: Mapping[str, str]) -> bool:
 
 
 # The ``kernelcup.adapters`` entry point: discord.py is imported only when the adapter is built.
-ADAPTER = DeferredAdapter("adapters.discord.adapter:DiscordAdapter", configured)
+ADAPTER = DeferredAdapter("kernelcup.adapters.discord.adapter:DiscordAdapter", configured)
 
 
 class ConfigError(ValueError):
@@ -42,7 +42,7 @@ class DiscordConfig:
     private_threads: bool = True
     # At most one live edit per message per this many seconds (Discord rate-limits edits).
     edit_interval_s: float = 1.0
-    # Register the command tree when the bot starts (otherwise `python -m adapters.discord sync-commands`).
+    # Register the command tree when the bot starts (otherwise `python -m kernelcup.adapters.discord sync-commands`).
     sync_commands_on_start: bool = False
     # A command that answers within this time is answered at once; a slower one is deferred.
     respond_within_s: float = 2.0

@@ -22,23 +22,23 @@ from typing import TYPE_CHECKING, Any
 import discord
 import structlog
 
-from adapters.discord.config import DiscordConfig
-from adapters.discord.follow import SubmissionFollower, accepted_embed
-from adapters.discord.live import LiveMessage
-from adapters.discord.origin import PREFIX, Origin, user_id_of
-from adapters.discord.render import Rendered, batches, discord_files, render_reply
-from adapters.discord.tree import CONFIRM_PARAM, modal_params, options_of
-from adapters.discord.views import Confirm, FieldsModal, GpuMenu, Pager
-from core.commands.catalog import find_command
-from core.commands.leaderboard import MAX_BUNDLE_BYTES
-from core.commands.registry import Command, Kind
-from core.config import Settings
-from core.delivery import owed_here, remember_reply_to
-from core.errors import UserError
-from core.messages import Actor, Attachment, Reply, Request, Text
+from kernelcup.adapters.discord.config import DiscordConfig
+from kernelcup.adapters.discord.follow import SubmissionFollower, accepted_embed
+from kernelcup.adapters.discord.live import LiveMessage
+from kernelcup.adapters.discord.origin import PREFIX, Origin, user_id_of
+from kernelcup.adapters.discord.render import Rendered, batches, discord_files, render_reply
+from kernelcup.adapters.discord.tree import CONFIRM_PARAM, modal_params, options_of
+from kernelcup.adapters.discord.views import Confirm, FieldsModal, GpuMenu, Pager
+from kernelcup.core.commands.catalog import find_command
+from kernelcup.core.commands.leaderboard import MAX_BUNDLE_BYTES
+from kernelcup.core.commands.registry import Command, Kind
+from kernelcup.core.config import Settings
+from kernelcup.core.errors import UserError
+from kernelcup.core.messages import Actor, Attachment, Reply, Request, Text
+from kernelcup.core.pipeline.delivery import owed_here, remember_reply_to
 
 if TYPE_CHECKING:
-    from core.app import Kernelcup
+    from kernelcup.core.app import Kernelcup
 
 log = structlog.get_logger("kernelcup.discord")
 

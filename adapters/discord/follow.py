@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Literal
 import discord
 import structlog
 
-from adapters.discord.live import LiveMessage, ThrottledEdits
-from adapters.discord.render import (
+from kernelcup.adapters.discord.live import LiveMessage, ThrottledEdits
+from kernelcup.adapters.discord.render import (
     BLURPLE,
     GREEN,
     RED,
@@ -26,12 +26,12 @@ from adapters.discord.render import (
     inline,
     progress_line,
 )
-from core.delivery import RESUMED_NOTE, claim_report, report_delivered
-from core.events import JobEvent
-from core.messages import Block, ProgressBlock, Reply, Text
+from kernelcup.core.messages import Block, ProgressBlock, Reply, Text
+from kernelcup.core.pipeline.delivery import RESUMED_NOTE, claim_report, report_delivered
+from kernelcup.core.pipeline.events import JobEvent
 
 if TYPE_CHECKING:
-    from core.app import Kernelcup
+    from kernelcup.core.app import Kernelcup
 
 log = structlog.get_logger("kernelcup.discord")
 

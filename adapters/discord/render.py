@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import discord
 
-from core.messages import Block, Code, File, Image, ProgressBlock, Reply, Table, Text
+from kernelcup.core.messages import Block, Code, File, Image, ProgressBlock, Reply, Table, Text
 
 MESSAGE_CHARS = 2000
 DETAIL_PIECE_CHARS = 1900  # a piece of a detail message; leaves room to join pieces

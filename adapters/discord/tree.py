@@ -17,8 +17,8 @@ import discord
 from discord import AppCommandOptionType, app_commands
 from discord.app_commands import Choice
 
-from core.commands.catalog import commands
-from core.commands.registry import GROUPS, Command, Kind, Param
+from kernelcup.core.commands.catalog import commands
+from kernelcup.core.commands.registry import GROUPS, Command, Kind, Param
 
 # Parameters asked in a modal rather than as options (typed text is easier to get right in a form).
 MODAL_PARAMS: dict[str, tuple[str, ...]] = {"create": ("name", "deadline", "gpu")}

@@ -11,8 +11,8 @@ from collections.abc import Awaitable, Callable, Sequence
 import discord
 import structlog
 
-from adapters.discord.render import Page
-from core.commands.registry import Param
+from kernelcup.adapters.discord.render import Page
+from kernelcup.core.commands.registry import Param
 
 log = structlog.get_logger("kernelcup.discord")
 

@@ -23,14 +23,14 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.conversation import Conversation
-from adapters.slack.files import upload
-from adapters.slack.listeners import Listeners
-from adapters.slack.people import People
-from adapters.slack.settings import SlackSettings, configured
-from core.app import Kernelcup
-from core.config import Settings
-from core.messages import Reply
+from kernelcup.adapters.slack.conversation import Conversation
+from kernelcup.adapters.slack.files import upload
+from kernelcup.adapters.slack.listeners import Listeners
+from kernelcup.adapters.slack.people import People
+from kernelcup.adapters.slack.settings import SlackSettings, configured
+from kernelcup.core.app import Kernelcup
+from kernelcup.core.config import Settings
+from kernelcup.core.messages import Reply
 
 log = structlog.get_logger("kernelcup.slack")
 RATE_LIMIT_RETRIES = 3  # each waits the Retry-After Slack sends

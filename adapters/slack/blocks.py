@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.events import JobEvent
-from core.messages import Block, Code, File, Image, ProgressBlock, Reply, Table, Text
+from kernelcup.core.messages import Block, Code, File, Image, ProgressBlock, Reply, Table, Text
+from kernelcup.core.pipeline.events import JobEvent
 
 SlackBlock = dict[str, Any]
 MAX_BLOCKS = 50

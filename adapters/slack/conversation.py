@@ -23,14 +23,14 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from adapters.slack.blocks import SlackMessage, context, gpu_choice_message, progress_blocks, render
-from adapters.slack.files import upload
-from adapters.slack.live import LiveMessage, Moved, StillOwed
-from adapters.slack.origin import PREFIX, Origin
-from core.app import Kernelcup
-from core.delivery import RESUMED_NOTE, claim_report, owed_here, remember_reply_to, report_delivered
-from core.events import JobEvent
-from core.messages import Block, Reply, Request, Text
+from kernelcup.adapters.slack.blocks import SlackMessage, context, gpu_choice_message, progress_blocks, render
+from kernelcup.adapters.slack.files import upload
+from kernelcup.adapters.slack.live import LiveMessage, Moved, StillOwed
+from kernelcup.adapters.slack.origin import PREFIX, Origin
+from kernelcup.core.app import Kernelcup
+from kernelcup.core.messages import Block, Reply, Request, Text
+from kernelcup.core.pipeline.delivery import RESUMED_NOTE, claim_report, owed_here, remember_reply_to, report_delivered
+from kernelcup.core.pipeline.events import JobEvent
 
 log = structlog.get_logger("kernelcup.slack")
 NO_ACCESS = {"not_in_channel", "channel_not_found", "is_archived", "restricted_action", "cannot_dm_bot"}

@@ -10,9 +10,9 @@ from urllib.parse import urlsplit
 import aiohttp
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.blocks import SlackFile
-from core.errors import UserError
-from core.messages import Attachment
+from kernelcup.adapters.slack.blocks import SlackFile
+from kernelcup.core.errors import UserError
+from kernelcup.core.messages import Attachment
 
 DOWNLOAD_TIMEOUT_S = 30
 # The bot token goes only to Slack's own file host (and the API host the client is pointed at,

@@ -15,18 +15,18 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.errors import SlackApiError
 
-from adapters.slack.blocks import GPU_CHOICE_ACTION, GPU_SUBMIT_ACTION, render, with_slack_help
-from adapters.slack.conversation import Conversation, Destination
-from adapters.slack.files import download
-from adapters.slack.modal import CALLBACK_ID, LEADERBOARD_ACTION, form_channel, form_values, submit_view
-from adapters.slack.parsing import file_comment, slash_command, wants_bot
-from adapters.slack.people import People
-from core.app import Kernelcup
-from core.commands.catalog import find_command
-from core.commands.leaderboard import MAX_BUNDLE_BYTES
-from core.commands.registry import Kind
-from core.errors import UserError
-from core.messages import Actor, Attachment, Reply, Request, Text
+from kernelcup.adapters.slack.blocks import GPU_CHOICE_ACTION, GPU_SUBMIT_ACTION, render, with_slack_help
+from kernelcup.adapters.slack.conversation import Conversation, Destination
+from kernelcup.adapters.slack.files import download
+from kernelcup.adapters.slack.modal import CALLBACK_ID, LEADERBOARD_ACTION, form_channel, form_values, submit_view
+from kernelcup.adapters.slack.parsing import file_comment, slash_command, wants_bot
+from kernelcup.adapters.slack.people import People
+from kernelcup.core.app import Kernelcup
+from kernelcup.core.commands.catalog import find_command
+from kernelcup.core.commands.leaderboard import MAX_BUNDLE_BYTES
+from kernelcup.core.commands.registry import Kind
+from kernelcup.core.errors import UserError
+from kernelcup.core.messages import Actor, Attachment, Reply, Request, Text
 
 log = structlog.get_logger("kernelcup.slack")
 Spawn = Callable[[Coroutine[Any, Any, None]], None]

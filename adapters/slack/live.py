@@ -16,7 +16,7 @@ import structlog
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.slack.blocks import SlackMessage
+from kernelcup.adapters.slack.blocks import SlackMessage
 
 log = structlog.get_logger("kernelcup.slack")
 GONE = {"message_not_found", "cant_update_message", "edit_window_closed"}

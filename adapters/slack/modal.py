@@ -8,8 +8,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from adapters.slack.blocks import SlackBlock, options
-from core.commands.submit import MODES
+from kernelcup.adapters.slack.blocks import SlackBlock, options
+from kernelcup.core.commands.submit import MODES
 
 CALLBACK_ID = "kernelcup_submit"
 LEADERBOARD_ACTION = "kernelcup_leaderboard"

@@ -8,10 +8,10 @@ import re
 import shlex
 from typing import Any
 
-from core.commands.catalog import commands
-from core.commands.parsing import parse_line
-from core.commands.registry import GROUPS
-from core.submissions import read_directives
+from kernelcup.core.commands.catalog import commands
+from kernelcup.core.commands.parsing import parse_line
+from kernelcup.core.commands.registry import GROUPS
+from kernelcup.core.pipeline.submissions import read_directives
 
 _MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
 _POPCORN_MODE = re.compile(r"^\s*(?:#|//)!POPCORN\s+mode\s+(\w+)", re.MULTILINE | re.IGNORECASE)
@@ -31,7 +31,7 @@ def plain(text: str, team: str) -> str:
 
 
 def slash_command(text: str, team: str) -> tuple[str, dict[str, Any]]:
-    """``/leaderboard <text>``; raises core.errors.UserError, e.g. for an unknown subcommand."""
+    """``/leaderboard <text>``; raises kernelcup.core.errors.UserError, e.g. for an unknown subcommand."""
     name, args = parse_line(plain(text, team))
     return name, (submit_args(args) if name == "submit" else args)
 

@@ -13,8 +13,8 @@ import structlog
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from core.config import Settings
-from core.messages import Actor
+from kernelcup.core.config import Settings
+from kernelcup.core.messages import Actor
 
 log = structlog.get_logger("kernelcup.slack")
 GROUP_ROLE = "slack-group:"

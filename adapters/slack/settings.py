@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from core.config import Settings
-from core.plugins import DeferredAdapter
+from kernelcup.core.config import Settings
+from kernelcup.core.plugins import DeferredAdapter
 
 BOT_TOKEN = "SLACK_BOT_TOKEN"  # xoxb-...: every Web API call
 APP_TOKEN = "SLACK_APP_TOKEN"  # xapp-...: Socket Mode's connection
@@ -22,7 +22,7 @@ def configured(env: Mapping[str, str]) -> bool:
 
 
 # The ``kernelcup.adapters`` entry point: slack_bolt and aiohttp are imported only when it is built.
-ADAPTER = DeferredAdapter("adapters.slack.adapter:SlackAdapter", configured)
+ADAPTER = DeferredAdapter("kernelcup.adapters.slack.adapter:SlackAdapter", configured)
 
 
 class SlackConfigError(Exception):

@@ -1,3 +1,3 @@
-from adapters.terminal.cli import main
+from kernelcup.adapters.terminal.cli import main
 
 main()

@@ -26,18 +26,18 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from adapters.terminal.render import TerminalRenderer
-from adapters.terminal.session import read_local_files, terminal_user
-from core.commands.catalog import commands
-from core.commands.registry import Command, Kind
-from core.config import Settings, load_settings
-from core.errors import SetupError, StoreUnavailable, UserError
-from core.messages import Actor, Attachment, Reply, Request
+from kernelcup.adapters.terminal.render import TerminalRenderer
+from kernelcup.adapters.terminal.session import read_local_files, terminal_user
+from kernelcup.core.commands.catalog import commands
+from kernelcup.core.commands.registry import Command, Kind
+from kernelcup.core.config import Settings, load_settings
+from kernelcup.core.errors import SetupError, StoreUnavailable, UserError
+from kernelcup.core.messages import Actor, Attachment, Reply, Request
 
 if TYPE_CHECKING:  # the core, the store and the runners are imported by the commands that use them
-    from core.app import Kernelcup
-    from core.leaderboards import SyncReport
-    from core.runner import Runner
+    from kernelcup.core.app import Kernelcup
+    from kernelcup.core.leaderboards.catalog import SyncReport
+    from kernelcup.core.pipeline.runner import Runner
 
 FILES_DIR = Path("var/files")
 LOG_FILE = Path("var/kernelcup.log")
@@ -81,7 +81,7 @@ def serve(
     ),
 ) -> None:
     """Run the bot: workers, scheduler and every adapter whose settings are present."""
-    from adapters.terminal.serve import serve as run_serve
+    from kernelcup.adapters.terminal.serve import serve as run_serve
 
     raise typer.Exit(run_serve(console))
 
@@ -89,7 +89,7 @@ def serve(
 @db_app.command("upgrade")
 def db_upgrade() -> None:
     """Bring the database schema up to date (the bot also does this on start)."""
-    from core.db import check_reachable, upgrade
+    from kernelcup.core.store.db import check_reachable, upgrade
 
     out = Console(stderr=True)
     url = load_settings().database_url
@@ -141,7 +141,7 @@ def run(cmd: Command, values: dict[str, Any]) -> int:
     server = remote_server()
     if server:
         try:
-            from adapters.terminal.remote import run_remote
+            from kernelcup.adapters.terminal.remote import run_remote
         except ModuleNotFoundError as exc:
             raise SetupError(f"Commands for a server ({server}) need the package {exc.name}, which is not "
                              "installed.", "pip install 'kernelcup[remote]'") from None
@@ -155,14 +155,14 @@ async def run_here(cmd: Command, args: dict[str, Any], attachments: list[Attachm
     """On this box: in the ``kernelcup serve`` of this database where one answers (its store is
     open and its harness warm), else embedded. A submission's harness starts first, so its
     torch import overlaps the opening of the store."""
-    from adapters.terminal.handoff import hand_off
+    from kernelcup.adapters.terminal.handoff import hand_off
 
     settings = load_settings()
     user = terminal_user()
     handed = await hand_off(settings, cmd.name, args, attachments, user, renderer)
     if handed.exit_code is not None:
         return handed.exit_code
-    from adapters.terminal.session import start_logging
+    from kernelcup.adapters.terminal.session import start_logging
 
     start_logging(settings, LOG_FILE)
     import structlog
@@ -186,7 +186,7 @@ async def run_here(cmd: Command, args: dict[str, Any], attachments: list[Attachm
 async def _start_runners_early(settings: Settings) -> dict[str, Runner]:
     """The registry's runners, each started one-shot as soon as it is built: the local runner's
     harness is on its way before another runner's SDK or the store's libraries are imported."""
-    from core.plugins import each_runner
+    from kernelcup.core.plugins import each_runner
 
     runners: dict[str, Runner] = {}
     try:
@@ -211,9 +211,9 @@ async def _close_runners(runners: dict[str, Runner]) -> None:
 def _open(settings: Settings, runners: dict[str, Runner] | None) -> Kernelcup:
     """The store and the core (logging is set up already); without ``runners``, the registry's,
     built only if the command needs one."""
-    from adapters.terminal.session import open_store
-    from core.app import Kernelcup
-    from core.plugins import load_runners
+    from kernelcup.adapters.terminal.session import open_store
+    from kernelcup.core.app import Kernelcup
+    from kernelcup.core.plugins import load_runners
 
     engine = open_store(settings)
     return Kernelcup(settings, engine, runners if runners is not None else (lambda: load_runners(settings)))
@@ -233,7 +233,7 @@ async def handle_request(kernelcup: Kernelcup, request: Request, renderer: Termi
         renderer.reply(reply)
         if reply.submission_id is None:
             return EXIT_FAILED
-        from adapters.terminal.follow import follow_submission
+        from kernelcup.adapters.terminal.follow import follow_submission
 
         final: Reply = await follow_submission(kernelcup, reply.submission_id, renderer.console)
         renderer.reply(final)

@@ -11,15 +11,15 @@ from typing import TextIO
 
 from rich.console import Console
 
-from adapters.terminal.follow import describe
-from adapters.terminal.render import TerminalRenderer
-from adapters.terminal.session import read_local_files, terminal_actor
-from core.app import Kernelcup
-from core.commands.catalog import find_command
-from core.commands.parsing import parse_line
-from core.config import Settings
-from core.errors import UserError
-from core.messages import Reply, Request
+from kernelcup.adapters.terminal.follow import describe
+from kernelcup.adapters.terminal.render import TerminalRenderer
+from kernelcup.adapters.terminal.session import read_local_files, terminal_actor
+from kernelcup.core.app import Kernelcup
+from kernelcup.core.commands.catalog import find_command
+from kernelcup.core.commands.parsing import parse_line
+from kernelcup.core.config import Settings
+from kernelcup.core.errors import UserError
+from kernelcup.core.messages import Reply, Request
 
 PROMPT = "kernelcup> "
 

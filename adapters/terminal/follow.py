@@ -16,11 +16,11 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from core.events import JobEvent
-from core.messages import Reply
+from kernelcup.core.messages import Reply
+from kernelcup.core.pipeline.events import JobEvent
 
 if TYPE_CHECKING:  # the hand-off path follows a server's submission without the core itself
-    from core.app import Kernelcup
+    from kernelcup.core.app import Kernelcup
 
 
 def describe(event: JobEvent) -> str:

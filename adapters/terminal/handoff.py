@@ -34,11 +34,11 @@ from typing import Any
 
 from rich.console import Console
 
-from adapters.terminal.follow import show_progress
-from adapters.terminal.render import TerminalRenderer
-from core.config import Settings
-from core.events import JobEvent
-from core.messages import Attachment, Block, Code, File, Image, Problem, ProgressBlock, Reply, Table, Text
+from kernelcup.adapters.terminal.follow import show_progress
+from kernelcup.adapters.terminal.render import TerminalRenderer
+from kernelcup.core.config import Settings
+from kernelcup.core.messages import Attachment, Block, Code, File, Image, Problem, ProgressBlock, Reply, Table, Text
+from kernelcup.core.pipeline.events import JobEvent
 
 VERSION = 1
 SOCKET_NAME = "kernelcup.sock"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from adapters.terminal.handoff import (
+from kernelcup.adapters.terminal.handoff import (
     VERSION,
     attachment_from_json,
     database_identity,
@@ -27,11 +27,11 @@ from adapters.terminal.handoff import (
     socket_path,
     uid_allowed,
 )
-from core.config import Settings
-from core.messages import Actor, Request
+from kernelcup.core.config import Settings
+from kernelcup.core.messages import Actor, Request
 
 if TYPE_CHECKING:
-    from core.app import Kernelcup
+    from kernelcup.core.app import Kernelcup
 
 log = structlog.get_logger("kernelcup.handoff")
 ORDER_S = 10.0  # a client sends its order as soon as it connects
@@ -131,7 +131,7 @@ class HandoffListener:
 
     async def _run(self, app: Kernelcup, order: dict[str, Any], writer: asyncio.StreamWriter) -> None:
         user = order["user"]
-        # The identity the embedded CLI would take (adapters.terminal.session.terminal_actor).
+        # The identity the embedded CLI would take (kernelcup.adapters.terminal.session.terminal_actor).
         request = Request(actor=Actor(identity=f"console:{user}", display_name=user), command=str(order["command"]),
                           args=dict(order["args"]),
                           attachments=[attachment_from_json(a) for a in order.get("attachments") or []])

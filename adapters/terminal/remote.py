@@ -21,11 +21,11 @@ import httpx
 import yaml
 from rich.console import Console
 
-from adapters.terminal.follow import show_progress
-from adapters.terminal.render import TerminalRenderer
-from core.commands.registry import Command, Kind
-from core.events import JobEvent
-from core.messages import Attachment, Block, Code, File, Image, ProgressBlock, Reply, Table, Text
+from kernelcup.adapters.terminal.follow import show_progress
+from kernelcup.adapters.terminal.render import TerminalRenderer
+from kernelcup.core.commands.registry import Command, Kind
+from kernelcup.core.messages import Attachment, Block, Code, File, Image, ProgressBlock, Reply, Table, Text
+from kernelcup.core.pipeline.events import JobEvent
 
 RECONNECTS = 5  # a dropped event stream is reopened; the server restarts it from each job's state
 _EVENT_FIELDS = {f.name for f in fields(JobEvent)}

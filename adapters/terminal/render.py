@@ -10,7 +10,7 @@ from rich.syntax import Syntax
 from rich.table import Table as RichTable
 from rich.text import Text as RichText
 
-from core.messages import Block, Code, File, Image, ProgressBlock, Reply, Table, Text
+from kernelcup.core.messages import Block, Code, File, Image, ProgressBlock, Reply, Table, Text
 
 _STYLES = {
     "plain": "",

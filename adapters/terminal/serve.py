@@ -10,12 +10,12 @@ import signal
 import structlog
 from rich.console import Console
 
-from adapters.terminal.handoff_listener import HandoffListener
-from adapters.terminal.session import open_app
-from core.app import Kernelcup
-from core.errors import StoreUnavailable
-from core.logging import throttle_accept_errors
-from core.plugins import build_adapters
+from kernelcup.adapters.terminal.handoff_listener import HandoffListener
+from kernelcup.adapters.terminal.session import open_app
+from kernelcup.core.app import Kernelcup
+from kernelcup.core.errors import StoreUnavailable
+from kernelcup.core.logging import throttle_accept_errors
+from kernelcup.core.plugins import build_adapters
 
 log = structlog.get_logger("kernelcup.serve")
 

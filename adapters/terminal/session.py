@@ -8,16 +8,16 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core.commands.registry import Command, Kind
-from core.config import Settings, load_settings
-from core.errors import UserError
-from core.messages import Actor, Attachment
+from kernelcup.core.commands.registry import Command, Kind
+from kernelcup.core.config import Settings, load_settings
+from kernelcup.core.errors import UserError
+from kernelcup.core.messages import Actor, Attachment
 
 if TYPE_CHECKING:  # the store and the core are imported only by a command that opens them
     from sqlalchemy.engine import Engine
 
-    from core.app import Kernelcup
-    from core.runner import Runner
+    from kernelcup.core.app import Kernelcup
+    from kernelcup.core.pipeline.runner import Runner
 
 
 def terminal_actor() -> Actor:
@@ -30,7 +30,7 @@ def terminal_user() -> str:
 
 
 def start_logging(settings: Settings, log_file: Path | None = None) -> None:
-    from core.logging import configure_logging
+    from kernelcup.core.logging import configure_logging
 
     level = settings.logging.get("level", "INFO")
     if log_file is not None:
@@ -42,8 +42,8 @@ def start_logging(settings: Settings, log_file: Path | None = None) -> None:
 
 def open_store(settings: Settings) -> Engine:
     """The database, reachable and on the newest schema (one query when it already is).
-    Raises core.errors.StoreUnavailable when the database cannot be reached."""
-    from core.db import check_reachable, ensure_schema, make_engine
+    Raises kernelcup.core.errors.StoreUnavailable when the database cannot be reached."""
+    from kernelcup.core.store.db import check_reachable, ensure_schema, make_engine
 
     check_reachable(settings.database_url)
     engine = make_engine(settings.database_url)
@@ -53,10 +53,10 @@ def open_store(settings: Settings) -> Engine:
 
 def open_app(settings: Settings | None = None, *, log_file: Path | None = None,
              runners: Mapping[str, Runner] | Callable[[], Mapping[str, Runner]] | None = None) -> Kernelcup:
-    """Raises core.errors.StoreUnavailable when the database cannot be reached. ``runners``:
+    """Raises kernelcup.core.errors.StoreUnavailable when the database cannot be reached. ``runners``:
     default, the registry's, built when a command first needs one."""
-    from core.app import Kernelcup
-    from core.plugins import load_runners
+    from kernelcup.core.app import Kernelcup
+    from kernelcup.core.plugins import load_runners
 
     settings = settings or load_settings()
     start_logging(settings, log_file)

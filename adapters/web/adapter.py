@@ -15,18 +15,18 @@ import structlog
 import uvicorn
 from fastapi import FastAPI
 
-from adapters.web.app import create_app
-from adapters.web.connections import (
+from kernelcup.adapters.web.app import create_app
+from kernelcup.adapters.web.connections import (
     ConnectionGuard,
     ConnectionLimits,
     connection_cap,
     guarded_protocol,
     raise_descriptor_limit,
 )
-from adapters.web.settings import WebSettings, configured
-from core.app import Kernelcup
-from core.config import Settings
-from core.logging import ThrottledRecords, throttle_accept_errors
+from kernelcup.adapters.web.settings import WebSettings, configured
+from kernelcup.core.app import Kernelcup
+from kernelcup.core.config import Settings
+from kernelcup.core.logging import ThrottledRecords, throttle_accept_errors
 
 log = structlog.get_logger("kernelcup.web")
 GRACEFUL_SHUTDOWN_S = 5  # open event streams are closed after this on stop

@@ -16,10 +16,10 @@ from fastapi import Request as HttpRequest
 from fastapi.responses import JSONResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
-from adapters.web import boards, submissions
-from adapters.web.auth import AnyViewer, ApiError, App, SignedIn, Viewer, kernelcup, optional_viewer
-from adapters.web.replies import refusal_response, reply_response
-from adapters.web.schemas import (
+from kernelcup.adapters.web import boards, submissions
+from kernelcup.adapters.web.auth import AnyViewer, ApiError, App, SignedIn, Viewer, kernelcup, optional_viewer
+from kernelcup.adapters.web.replies import refusal_response, reply_response
+from kernelcup.adapters.web.schemas import (
     Accepted,
     ErrorOut,
     HistoryPoint,
@@ -32,12 +32,12 @@ from adapters.web.schemas import (
     SubmissionSummary,
     UserOut,
 )
-from adapters.web.settings import WebSettings
-from adapters.web.streams import EventStreams, Stream
-from core.app import Kernelcup
-from core.db import session_scope
-from core.messages import Attachment, Request
-from harness.spec import Mode
+from kernelcup.adapters.web.settings import WebSettings
+from kernelcup.adapters.web.streams import EventStreams, Stream
+from kernelcup.core.app import Kernelcup
+from kernelcup.core.messages import Attachment, Request
+from kernelcup.core.store.db import session_scope
+from kernelcup.harness.spec import Mode
 
 ERRORS: dict[int | str, dict[str, object]] = {
     401: {"model": ErrorOut, "description": "no token, or an unknown one"},

@@ -17,14 +17,14 @@ from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from adapters.web import api
-from adapters.web.auth import ANONYMOUS, ApiError
-from adapters.web.commands import command_router
-from adapters.web.pages import make_templates, page_router
-from adapters.web.replies import error_response
-from adapters.web.settings import WebSettings
-from adapters.web.streams import EventStreams
-from core.app import Kernelcup
+from kernelcup.adapters.web import api
+from kernelcup.adapters.web.auth import ANONYMOUS, ApiError
+from kernelcup.adapters.web.commands import command_router
+from kernelcup.adapters.web.pages import make_templates, page_router
+from kernelcup.adapters.web.replies import error_response
+from kernelcup.adapters.web.settings import WebSettings
+from kernelcup.adapters.web.streams import EventStreams
+from kernelcup.core.app import Kernelcup
 
 STATIC = Path(__file__).resolve().parent / "static"
 # The pages load nothing from elsewhere; /docs (Swagger UI from a CDN) is left without it.

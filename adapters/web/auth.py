@@ -1,5 +1,5 @@
 """Who is asking: a personal API token (``Authorization: Bearer``), or, for the pages, a session
-opened by signing in with that token (core.web_sessions: the cookie holds a session id, never the
+opened by signing in with that token (kernelcup.core.access.web_sessions: the cookie holds a session id, never the
 token). The actor is the token owner's identity, so the core applies its usual roles, bans and
 limits; the web adds no rule of its own.
 
@@ -20,13 +20,13 @@ from fastapi import Depends
 from fastapi import Request as HttpRequest
 from sqlalchemy.engine import Engine
 
-from core.app import Kernelcup
-from core.db import session_scope
-from core.messages import Actor
-from core.models import Role
-from core.permissions import role_of
-from core.tokens import token_owner
-from core.web_sessions import session_user
+from kernelcup.core.access.permissions import role_of
+from kernelcup.core.access.tokens import token_owner
+from kernelcup.core.access.web_sessions import session_user
+from kernelcup.core.app import Kernelcup
+from kernelcup.core.messages import Actor
+from kernelcup.core.store.db import session_scope
+from kernelcup.core.store.models import Role
 
 COOKIE = "kernelcup_session"
 TOKEN_HINT = "Get a token with `/leaderboard token` in chat (or `kernelcup token`) and send it as " \

@@ -1,7 +1,7 @@
 """Leaderboards, rankings and the best score over time, read for the API and the pages.
 
-Rankings come from ``core.ranking.standings`` (the one ranking query); visibility from
-``core.visibility``. These are plain synchronous reads: callers run them in a thread.
+Rankings come from ``kernelcup.core.leaderboards.ranking.standings`` (the one ranking query); visibility from
+``kernelcup.core.access.visibility``. These are plain synchronous reads: callers run them in a thread.
 """
 
 from __future__ import annotations
@@ -12,16 +12,16 @@ from collections.abc import Iterable
 
 from sqlmodel import Session, col, select
 
-from adapters.web.auth import ApiError, Viewer
-from adapters.web.schemas import HistoryPoint, LeaderboardDetail, LeaderboardSummary, Ranking, RankingEntry
-from adapters.web.settings import WebSettings
-from core.app import Kernelcup
-from core.db import as_utc, session_scope
-from core.leaderboards import leaderboard_gpus, task_of, templates_of, world_size_of
-from core.models import BestScore, Leaderboard, Run, Submission, User
-from core.ranking import entry_counts, standings, tie_labels
-from core.visibility import code_public_after_deadline, may_see_board
-from harness.spec import CaseResult, Mode, Result, SpecError
+from kernelcup.adapters.web.auth import ApiError, Viewer
+from kernelcup.adapters.web.schemas import HistoryPoint, LeaderboardDetail, LeaderboardSummary, Ranking, RankingEntry
+from kernelcup.adapters.web.settings import WebSettings
+from kernelcup.core.access.visibility import code_public_after_deadline, may_see_board
+from kernelcup.core.app import Kernelcup
+from kernelcup.core.leaderboards.catalog import leaderboard_gpus, task_of, templates_of, world_size_of
+from kernelcup.core.leaderboards.ranking import entry_counts, standings, tie_labels
+from kernelcup.core.store.db import as_utc, session_scope
+from kernelcup.core.store.models import BestScore, Leaderboard, Run, Submission, User
+from kernelcup.harness.spec import CaseResult, Mode, Result, SpecError
 
 MAX_RANKING = 200
 

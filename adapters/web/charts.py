@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 
 from markupsafe import Markup, escape
 
-from core.report import format_seconds
+from kernelcup.core.pipeline.report import format_seconds
 
 PALETTE = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2")
 WIDTH, HEIGHT = 560, 240

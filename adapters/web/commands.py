@@ -16,13 +16,13 @@ from fastapi import APIRouter, Body, Depends
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from adapters.web.auth import ApiError, Viewer, kernelcup, signed_in_viewer
-from adapters.web.replies import reply_response
-from adapters.web.schemas import AttachmentIn, CommandInfo, ErrorOut, ReplyOut
-from core.app import Kernelcup
-from core.commands.catalog import commands
-from core.commands.registry import Command, Kind, Param
-from core.messages import Attachment, Request
+from kernelcup.adapters.web.auth import ApiError, Viewer, kernelcup, signed_in_viewer
+from kernelcup.adapters.web.replies import reply_response
+from kernelcup.adapters.web.schemas import AttachmentIn, CommandInfo, ErrorOut, ReplyOut
+from kernelcup.core.app import Kernelcup
+from kernelcup.core.commands.catalog import commands
+from kernelcup.core.commands.registry import Command, Kind, Param
+from kernelcup.core.messages import Attachment, Request
 
 ATTACHMENTS = "attachments"
 RESPONSES: dict[int | str, dict[str, Any]] = {

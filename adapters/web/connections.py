@@ -20,7 +20,7 @@ import h11
 import structlog
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from core.logging import Throttle
+from kernelcup.core.logging import Throttle
 
 log = structlog.get_logger("kernelcup.web")
 RESERVED_DESCRIPTORS = 512  # database connections, harness pipes, log files, the listening sockets

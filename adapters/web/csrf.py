@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from fastapi import Request as HttpRequest
 
-from adapters.web.auth import ApiError
+from kernelcup.adapters.web.auth import ApiError
 
 FORM_COOKIE = "kernelcup_form"
 FIELD = "csrf"

@@ -15,17 +15,17 @@ from fastapi import Request as HttpRequest
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from adapters.web import boards, markdown, submissions
-from adapters.web.api import Web
-from adapters.web.auth import ANONYMOUS, COOKIE, AnyViewer, App, Viewer, session_csrf
-from adapters.web.charts import Point, Series, score_chart
-from adapters.web.csrf import FORM_COOKIE, check_form, form_nonce
-from core.app import Kernelcup
-from core.db import session_scope
-from core.report import format_case, format_seconds
-from core.web_sessions import LIFETIME as SESSION_LIFETIME
-from core.web_sessions import end_session, open_session
-from core.when import relative, show_utc
+from kernelcup.adapters.web import boards, markdown, submissions
+from kernelcup.adapters.web.api import Web
+from kernelcup.adapters.web.auth import ANONYMOUS, COOKIE, AnyViewer, App, Viewer, session_csrf
+from kernelcup.adapters.web.charts import Point, Series, score_chart
+from kernelcup.adapters.web.csrf import FORM_COOKIE, check_form, form_nonce
+from kernelcup.core.access.web_sessions import LIFETIME as SESSION_LIFETIME
+from kernelcup.core.access.web_sessions import end_session, open_session
+from kernelcup.core.app import Kernelcup
+from kernelcup.core.pipeline.report import format_case, format_seconds
+from kernelcup.core.store.db import session_scope
+from kernelcup.core.when import relative, show_utc
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 MAX_PROGRESS_CHARTS = 6

@@ -10,7 +10,7 @@ import math
 
 from fastapi.responses import JSONResponse
 
-from adapters.web.schemas import (
+from kernelcup.adapters.web.schemas import (
     BlockOut,
     CodeOut,
     ErrorOut,
@@ -22,7 +22,7 @@ from adapters.web.schemas import (
     TableOut,
     TextOut,
 )
-from core.messages import Block, Code, File, Image, ProgressBlock, Reply, Table, Text
+from kernelcup.core.messages import Block, Code, File, Image, ProgressBlock, Reply, Table, Text
 
 STATUS_BY_KIND = {
     "invalid": 422,

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 class ErrorOut(BaseModel):
     detail: str
     hint: str = ""
-    kind: str = "invalid"  # core.messages.Problem kinds, plus "unauthenticated"
+    kind: str = "invalid"  # kernelcup.core.messages.Problem kinds, plus "unauthenticated"
     choices: dict[str, list[str]] | None = None  # needs_choice: e.g. {"gpu": ["H100", "A100"]}
 
 

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from core.config import Settings, load_settings
-from core.plugins import DeferredAdapter
+from kernelcup.core.config import Settings, load_settings
+from kernelcup.core.plugins import DeferredAdapter
 
 TRUE = ("1", "true", "yes", "on")
 
@@ -67,4 +67,4 @@ def configured(env: Mapping[str, str]) -> bool:
 
 
 # The ``kernelcup.adapters`` entry point: FastAPI and uvicorn are imported only when it is built.
-ADAPTER = DeferredAdapter("adapters.web.adapter:WebAdapter", configured)
+ADAPTER = DeferredAdapter("kernelcup.adapters.web.adapter:WebAdapter", configured)

@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator, Callable
 
 import structlog
 
-from adapters.web.auth import ApiError
-from core.events import JobEvent
+from kernelcup.adapters.web.auth import ApiError
+from kernelcup.core.pipeline.events import JobEvent
 
 log = structlog.get_logger("kernelcup.web")
 QUEUE_SIZE = 256  # events a slow stream may fall behind by; the oldest go first, never the last

@@ -1,7 +1,7 @@
 """Submissions and users, read for the API and the pages.
 
 Code, and the logs and profiles that could echo it, are included only where
-``core.visibility.may_see_code`` allows: to the author and admins, and to everyone after the
+``kernelcup.core.access.visibility.may_see_code`` allows: to the author and admins, and to everyone after the
 deadline when the leaderboard allows. Synchronous reads: callers run them in a thread.
 """
 
@@ -14,17 +14,17 @@ from typing import Any
 from sqlalchemy import ColumnElement, or_
 from sqlmodel import Session, col, select
 
-from adapters.web.auth import ApiError, Viewer
-from adapters.web.schemas import CaseOut, JobOut, SubmissionOut, SubmissionSummary, UserOut
-from adapters.web.settings import WebSettings
-from core.app import Kernelcup
-from core.db import as_utc, session_scope
-from core.events import job_event
-from core.models import FINAL_MODE, Code, Job, Leaderboard, Run, Submission, User
-from core.ranking import rank_of
-from core.report import format_seconds
-from core.visibility import may_see_board, may_see_code
-from harness.spec import CaseResult, Mode, Result, SpecError
+from kernelcup.adapters.web.auth import ApiError, Viewer
+from kernelcup.adapters.web.schemas import CaseOut, JobOut, SubmissionOut, SubmissionSummary, UserOut
+from kernelcup.adapters.web.settings import WebSettings
+from kernelcup.core.access.visibility import may_see_board, may_see_code
+from kernelcup.core.app import Kernelcup
+from kernelcup.core.leaderboards.ranking import rank_of
+from kernelcup.core.pipeline.events import job_event
+from kernelcup.core.pipeline.report import format_seconds
+from kernelcup.core.store.db import as_utc, session_scope
+from kernelcup.core.store.models import FINAL_MODE, Code, Job, Leaderboard, Run, Submission, User
+from kernelcup.harness.spec import CaseResult, Mode, Result, SpecError
 
 MAX_LIST = 100
 _SYSTEM_SHOWN = ("device", "gpu", "driver", "torch", "cuda", "triton", "python", "sm_clock_mhz_before",

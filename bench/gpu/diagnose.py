@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]
 from run_all import SHIPPED, spec_for  # noqa: E402
 
-from harness.spec import Mode, Result, SpecError, parse_line  # noqa: E402
+from kernelcup.harness.spec import Mode, Result, SpecError, parse_line  # noqa: E402
 
 VARIANTS: list[tuple[str, dict[str, str]]] = [
     ("default (nobody, user namespace, IPC, non-dumpable)", {}),
@@ -36,7 +36,7 @@ def attempt(env: dict[str, str]) -> tuple[Result | None, float, str]:
                                timeout_s=30.0)
     started = time.monotonic()
     try:
-        done = subprocess.run([sys.executable, "-m", "harness"], input=spec.to_json(), capture_output=True,
+        done = subprocess.run([sys.executable, "-m", "kernelcup.harness"], input=spec.to_json(), capture_output=True,
                               text=True, cwd=REPO, timeout=45,
                               env={**os.environ, "KERNELCUP_HARNESS_WATCHDOG_S": "20", **env})
     except subprocess.TimeoutExpired as exc:

@@ -6,9 +6,10 @@ For every selected problem of gpu-mode/reference-kernels and each of its shipped
 1. the problem's own ``eval.py`` as GPU MODE runs it: the task's files and the solution in one
    folder, ``python eval.py test tests.txt`` with ``POPCORN_FD`` (its cases file in GPU MODE's
    format), its report read from the descriptor;
-2. kernelcup in ``test`` mode: ``python -m harness`` with the spec the local runner would build
-   (``core.tasks.read_task_folder`` + ``core.jobspec.spec_for``; leaderboard names from the
-   problem set's yaml, as ``sync`` gives them);
+2. kernelcup in ``test`` mode: ``python -m kernelcup.harness`` with the spec the local runner would
+   build (``kernelcup.core.leaderboards.tasks.read_task_folder`` +
+   ``kernelcup.core.pipeline.jobspec.spec_for``; leaderboard names from the problem set's yaml, as
+   ``sync`` gives them);
 3. kernelcup in ``ranked`` mode, for the shipped correct solutions;
 4. with ``--gpumode-ranked``: GPU MODE's ``leaderboard`` mode too (its score beside ours);
 5. where GPU MODE fails a shipped *correct* solution: the problem's reference run as the
@@ -66,12 +67,12 @@ import script_paths  # noqa: F401  (first: the repository on the path, and a YAM
 # isort: split
 from conftest import run_harness
 
-from core.errors import UserError
-from core.jobspec import spec_for
-from core.problem_sets import find_task_folders
-from core.tasks import TaskFolder, read_task_folder, submission_file_name, task_config
-from harness.cuda_eval import Report
-from harness.spec import GpuInfo, Mode, Result, Status
+from kernelcup.core.errors import UserError
+from kernelcup.core.leaderboards.problem_sets import find_task_folders
+from kernelcup.core.leaderboards.tasks import TaskFolder, read_task_folder, submission_file_name, task_config
+from kernelcup.core.pipeline.jobspec import spec_for
+from kernelcup.harness.cuda_eval import Report
+from kernelcup.harness.spec import GpuInfo, Mode, Result, Status
 
 # Every problem of pmpp_v2, and problems of the other NVIDIA-runnable sets.
 DEFAULT_SETS = ("pmpp_v2", "bioml", "princeton", "linalg", "pmpp", "helion", "nvidia")

@@ -4,7 +4,7 @@
 
 On a machine with at least ``--world-size`` GPUs (2 by default; 4 or 8 run the same
 leaderboards with every case's ``world_size`` set to that), from the repository root, as the
-local runner calls the harness (``python -m harness``, one process per rank, NCCL on a loopback
+local runner calls the harness (``python -m kernelcup.harness``, one process per rank, NCCL on a loopback
 port, each rank on its own card). It runs:
 
 - every solution of every multi-GPU leaderboard in ``test`` mode: the verdict must match its
@@ -37,7 +37,7 @@ from script_paths import REPO  # first: the repository on the path, and a YAML r
 import torch
 from conftest import leaderboard_spec, read_run, run_harness, start_harness
 
-from harness.spec import GpuInfo, JobSpec, Mode, Result, Status
+from kernelcup.harness.spec import GpuInfo, JobSpec, Mode, Result, Status
 
 LEADERBOARDS = REPO / "leaderboards"
 FIXTURES = REPO / "tests" / "harness" / "fixtures" / "multi_gpu"

@@ -9,7 +9,7 @@ list of cases, profiled in order. Each of the CALLS profiled calls per case sits
 cudaProfilerStart and cudaProfilerStop, after warm-up calls. STATE picks what comes before it:
 
 - ``harness``: the harness's own cache state. Fresh inputs for every call, then the harness's
-  L2 flush (``harness.timing.CudaTimer.flush_l2``, the very code a timed call runs), outside
+  L2 flush (``kernelcup.harness.timing.CudaTimer.flush_l2``, the very code a timed call runs), outside
   the profiled range. Run under ``--cache-control none`` so ncu leaves that state alone: ncu
   then times the same kernel in the same cache state as the harness's median.
 - ``ncu``: one input for every call and ncu's own flush (``--cache-control all``), which also
@@ -34,7 +34,7 @@ def main() -> int:
     import reference  # type: ignore[import-not-found]
     import torch
 
-    from harness.timing import CudaTimer
+    from kernelcup.harness.timing import CudaTimer
 
     timer = CudaTimer(torch.cuda.current_device())
     namespace: dict[str, object] = {"__name__": "submission"}

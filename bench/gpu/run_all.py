@@ -6,7 +6,7 @@
 On a machine with CUDA (and ncu for the fidelity section), from the repository root. Sections:
 
 - latency    ``test`` mode wall time on a warm GPU (target < 3 s) and a full ranked run of
-             vectoradd (target < 15 s), each through ``python -m harness`` as a runner calls it.
+             vectoradd (target < 15 s), each through ``python -m kernelcup.harness`` as a runner calls it.
 - solutions  every shipped solution in ``test`` mode (Triton and CUDA ones included): the
              verdict must match its ``expect:`` header.
 - ranked     every passing solution in ``ranked`` mode; one per leaderboard twice back to back
@@ -57,8 +57,8 @@ from script_paths import HERE, REPO  # first: the repository on the path, and a 
 import torch
 from conftest import HarnessRun, leaderboard_spec, read_run, run_harness, start_harness
 
-from harness.spec import GpuInfo, JobSpec, Mode, Result, Status
-from harness.workspace import cache_dir
+from kernelcup.harness.spec import GpuInfo, JobSpec, Mode, Result, Status
+from kernelcup.harness.workspace import cache_dir
 
 SHIPPED = REPO / "leaderboards"
 HEADER = re.compile(r"^\s*(?:#|//)\s*(expect|requires):\s*(\S+)", re.MULTILINE)
@@ -596,7 +596,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     # Build caches stay out of $OUT: everything under it is copied back.
     CACHE_ENV["KERNELCUP_CACHE_DIR"] = str(Path(tempfile.gettempdir()) / "kernelcup-gpu-cache")
-    os.environ.update(CACHE_ENV)  # harness.workspace.cache_dir (the fidelity probe) reads it here too
+    os.environ.update(CACHE_ENV)  # kernelcup.harness.workspace.cache_dir (the fidelity probe) reads it here too
     report = Report(out, args.budget_s)
     if not torch.cuda.is_available():
         report.notes.append("no CUDA device: nothing to measure")

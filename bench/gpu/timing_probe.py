@@ -68,7 +68,7 @@ def spacers(rng: random.Random) -> list[Any]:
 
 
 def one_process(index: int, placement: str) -> int:
-    from harness.timing import CudaTimer, warm_up
+    from kernelcup.harness.timing import CudaTimer, warm_up
 
     board, solution, case = CASES[index]
     reference, kernel = load(board, solution)
@@ -139,7 +139,7 @@ def spread(procs: int) -> int:
 def overhead() -> int:
     import torch
 
-    from harness.timing import CudaTimer
+    from kernelcup.harness.timing import CudaTimer
 
     reference, kernel = load("vectoradd", "triton.py")
     torch.cuda.init()  # type: ignore[no-untyped-call]
@@ -201,7 +201,7 @@ def overhead() -> int:
         f"{statistics.median(fences) / 1000:.1f} µs, max {max(fences) / 1000:.1f} µs"
     )
     # The same three calls with torch's one-thread sleep, for comparison.
-    from harness.timing import _ThreadSleep
+    from kernelcup.harness.timing import _ThreadSleep
 
     timer._sleep, timer._side = _ThreadSleep(torch._C._cuda_sleep), None
     timer._sleep.calibrate(timer._measure)

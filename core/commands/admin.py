@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from core.commands.registry import CommandContext, Kind, Param, command
-from core.errors import UserError
-from core.messages import Block, Reply, Request, Table, Text
-from core.roles import Role
-from core.when import parse_when, relative, show_utc
-from harness.spec import Mode
+from kernelcup.core.commands.registry import CommandContext, Kind, Param, command
+from kernelcup.core.errors import UserError
+from kernelcup.core.messages import Block, Reply, Request, Table, Text
+from kernelcup.core.roles import Role
+from kernelcup.core.when import parse_when, relative, show_utc
+from kernelcup.harness.spec import Mode
 
 USER = Param("user", Kind.USER, "identity such as discord:1234 or console:alice", required=True, positional=True)
 
@@ -23,8 +23,8 @@ def unban_command(app: CommandContext, request: Request) -> Reply:
 
 
 def _set_ban(app: CommandContext, request: Request, banned: bool) -> Reply:
-    from core.db import session_scope
-    from core.users import find_user
+    from kernelcup.core.access.users import find_user
+    from kernelcup.core.store.db import session_scope
 
     with session_scope(app.engine) as session:
         user = find_user(session, request.args["user"])
@@ -39,7 +39,7 @@ def _set_ban(app: CommandContext, request: Request, banned: bool) -> Reply:
     "limit submissions per user and hour (no number: show the limits; 0: remove)",
     Param("leaderboard", Kind.LEADERBOARD, "a leaderboard, or * for all", positional=True),
     Param("mode", Kind.CHOICE, "a mode, or * for all", positional=True,
-          choices=(*[m.value for m in Mode], "*")),  # "*": core.ratelimits.ANY_MODE
+          choices=(*[m.value for m in Mode], "*")),  # "*": kernelcup.core.access.ratelimits.ANY_MODE
     Param("per_hour", Kind.INT, "submissions per hour", positional=True),
     role=Role.ADMIN,
     group="admin",
@@ -47,10 +47,10 @@ def _set_ban(app: CommandContext, request: Request, banned: bool) -> Reply:
 def rate_limit_command(app: CommandContext, request: Request) -> Reply:
     from sqlmodel import select
 
-    from core.db import session_scope
-    from core.leaderboards import get_leaderboard
-    from core.models import Leaderboard
-    from core.ratelimits import list_limits, set_limit
+    from kernelcup.core.access.ratelimits import list_limits, set_limit
+    from kernelcup.core.leaderboards.catalog import get_leaderboard
+    from kernelcup.core.store.db import session_scope
+    from kernelcup.core.store.models import Leaderboard
 
     args = request.args
     with session_scope(app.engine) as session:
@@ -74,8 +74,8 @@ def rate_limit_command(app: CommandContext, request: Request) -> Reply:
 
 @command("pause", "stop accepting submissions (queued jobs still run)", role=Role.ADMIN, group="admin")
 def pause_command(app: CommandContext, request: Request) -> Reply:
-    from core.db import session_scope
-    from core.switches import set_submissions_paused
+    from kernelcup.core.store.db import session_scope
+    from kernelcup.core.store.switches import set_submissions_paused
 
     with session_scope(app.engine) as session:
         set_submissions_paused(session, True)
@@ -84,8 +84,8 @@ def pause_command(app: CommandContext, request: Request) -> Reply:
 
 @command("resume", "accept submissions again", role=Role.ADMIN, group="admin")
 def resume_command(app: CommandContext, request: Request) -> Reply:
-    from core.db import session_scope
-    from core.switches import set_submissions_paused
+    from kernelcup.core.store.db import session_scope
+    from kernelcup.core.store.switches import set_submissions_paused
 
     with session_scope(app.engine) as session:
         set_submissions_paused(session, False)
@@ -99,7 +99,7 @@ def resume_command(app: CommandContext, request: Request) -> Reply:
     group="admin",
 )
 def sync_command(app: CommandContext, request: Request) -> Reply:
-    from core.db import session_scope
+    from kernelcup.core.store.db import session_scope
 
     with session_scope(app.engine) as session:
         report = app.sync_leaderboards(session)
@@ -124,9 +124,9 @@ def sync_command(app: CommandContext, request: Request) -> Reply:
     group="admin",
 )
 def set_deadline_command(app: CommandContext, request: Request) -> Reply:
-    from core.db import session_scope
-    from core.deadlines import set_deadline
-    from core.leaderboards import get_leaderboard
+    from kernelcup.core.leaderboards.catalog import get_leaderboard
+    from kernelcup.core.scheduling.deadlines import set_deadline
+    from kernelcup.core.store.db import session_scope
 
     now = app.now()
     deadline = parse_when(str(request.args["deadline"]), now)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import difflib
 
-from core.commands import admin, leaderboard, submit, tokens  # noqa: F401  (registers their commands)
-from core.commands.registry import REGISTRY, Command, registered
-from core.errors import UserError
+from kernelcup.core.commands import admin, leaderboard, submit, tokens  # noqa: F401  (registers their commands)
+from kernelcup.core.commands.registry import REGISTRY, Command, registered
+from kernelcup.core.errors import UserError
 
 
 def commands() -> list[Command]:

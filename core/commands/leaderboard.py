@@ -9,18 +9,18 @@ import zipfile
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from core.commands.registry import CommandContext, Kind, Param, command, registered, usage
-from core.errors import Forbidden, NotFound, UserError
-from core.messages import Block, File, Reply, Request, Table, Text
-from core.permissions import allows
-from core.roles import Role
-from core.when import parse_when, relative, show_utc
+from kernelcup.core.access.permissions import allows
+from kernelcup.core.commands.registry import CommandContext, Kind, Param, command, registered, usage
+from kernelcup.core.errors import Forbidden, NotFound, UserError
+from kernelcup.core.messages import Block, File, Reply, Request, Table, Text
+from kernelcup.core.roles import Role
+from kernelcup.core.when import parse_when, relative, show_utc
 
 if TYPE_CHECKING:  # the store is imported by the handlers as they run: the registry loads without it
     from sqlmodel import Session
 
-    from core.models import Job, Leaderboard, Run
-    from core.ranking import Standing
+    from kernelcup.core.leaderboards.ranking import Standing
+    from kernelcup.core.store.models import Job, Leaderboard, Run
 
 LEADERBOARD = Param("leaderboard", Kind.LEADERBOARD, "leaderboard name", required=True, positional=True)
 MAX_BUNDLE_BYTES = 8 * 1024 * 1024
@@ -44,10 +44,10 @@ def help_command(app: CommandContext, request: Request) -> Reply:
 def list_command(app: CommandContext, request: Request) -> Reply:
     from sqlmodel import col, select
 
-    from core.db import as_utc, session_scope
-    from core.leaderboards import leaderboard_gpus
-    from core.models import Leaderboard
-    from core.ranking import entry_counts
+    from kernelcup.core.leaderboards.catalog import leaderboard_gpus
+    from kernelcup.core.leaderboards.ranking import entry_counts
+    from kernelcup.core.store.db import as_utc, session_scope
+    from kernelcup.core.store.models import Leaderboard
 
     now = app.now()
     with session_scope(app.engine) as session:
@@ -81,10 +81,10 @@ def list_command(app: CommandContext, request: Request) -> Reply:
     Param("offset", Kind.INT, "skip this many entries", default=0),
 )
 def show_command(app: CommandContext, request: Request) -> Reply:
-    from core.db import as_utc, session_scope
-    from core.leaderboards import leaderboard_gpus, multi_gpu_note
-    from core.ranking import standings, tie_labels
-    from core.report import format_seconds
+    from kernelcup.core.leaderboards.catalog import leaderboard_gpus, multi_gpu_note
+    from kernelcup.core.leaderboards.ranking import standings, tie_labels
+    from kernelcup.core.pipeline.report import format_seconds
+    from kernelcup.core.store.db import as_utc, session_scope
 
     now = app.now()
     with session_scope(app.engine) as session:
@@ -123,7 +123,7 @@ def show_command(app: CommandContext, request: Request) -> Reply:
 
 
 def _ranks_suffix(board: Leaderboard) -> str:
-    from core.leaderboards import world_size_of
+    from kernelcup.core.leaderboards.catalog import world_size_of
 
     ranks = world_size_of(board)
     return f" (multi-GPU: {ranks} per run)" if ranks else ""
@@ -138,8 +138,8 @@ def noise_of(entry: Standing) -> str:
 
 @command("task", "a leaderboard's description and task files", LEADERBOARD)
 def task_command(app: CommandContext, request: Request) -> Reply:
-    from core.db import session_scope
-    from core.leaderboards import task_files, task_of, world_size_of
+    from kernelcup.core.leaderboards.catalog import task_files, task_of, world_size_of
+    from kernelcup.core.store.db import session_scope
 
     with session_scope(app.engine) as session:
         board = _visible_board(session, request)
@@ -167,8 +167,8 @@ def task_command(app: CommandContext, request: Request) -> Reply:
     Param("lang", Kind.TEXT, "template language, e.g. Python, Triton, CUDA"),
 )
 def template_command(app: CommandContext, request: Request) -> Reply:
-    from core.db import session_scope
-    from core.leaderboards import templates_of
+    from kernelcup.core.leaderboards.catalog import templates_of
+    from kernelcup.core.store.db import session_scope
 
     with session_scope(app.engine) as session:
         board = _visible_board(session, request)
@@ -197,10 +197,10 @@ def template_command(app: CommandContext, request: Request) -> Reply:
 def mine_command(app: CommandContext, request: Request) -> Reply:
     from sqlmodel import col, select
 
-    from core.db import as_utc, session_scope
-    from core.leaderboards import get_leaderboard
-    from core.models import Job, Leaderboard, Run, Submission
-    from core.users import user_for
+    from kernelcup.core.access.users import user_for
+    from kernelcup.core.leaderboards.catalog import get_leaderboard
+    from kernelcup.core.store.db import as_utc, session_scope
+    from kernelcup.core.store.models import Job, Leaderboard, Run, Submission
 
     with session_scope(app.engine) as session:
         user = user_for(session, request.actor)
@@ -227,7 +227,7 @@ def mine_command(app: CommandContext, request: Request) -> Reply:
 
 
 def _outcome(job: Job, run: Run | None) -> str:
-    from core.report import format_seconds
+    from kernelcup.core.pipeline.report import format_seconds
 
     if run is None:
         return job.status
@@ -240,11 +240,11 @@ def _outcome(job: Job, run: Run | None) -> str:
     Param("id", Kind.INT, "submission id", required=True, positional=True),
 )
 def get_submission_command(app: CommandContext, request: Request) -> Reply:
-    from core.db import session_scope
-    from core.models import Code, Leaderboard, Submission
-    from core.report import submission_reply
-    from core.users import user_for
-    from core.visibility import default_code_public, may_see_code
+    from kernelcup.core.access.users import user_for
+    from kernelcup.core.access.visibility import default_code_public, may_see_code
+    from kernelcup.core.pipeline.report import submission_reply
+    from kernelcup.core.store.db import session_scope
+    from kernelcup.core.store.models import Code, Leaderboard, Submission
 
     with session_scope(app.engine) as session:
         submission_id = int(request.args["id"])
@@ -257,7 +257,7 @@ def get_submission_command(app: CommandContext, request: Request) -> Reply:
         own = submission.user_id == user.id
         if not own and not allows(request.role, Role.ADMIN) and board.visibility != "public":
             raise NotFound(f"There is no submission #{submission_id}.", "`mine` lists yours.")
-        # One rule (core.visibility) for code and what could echo it: logs, profiles, messages.
+        # One rule (kernelcup.core.access.visibility) for code and what could echo it: logs, profiles, messages.
         allowed = may_see_code(submission, board, user_id=user.id, role=request.role, now=app.now(),
                                public_after_deadline=default_code_public(app.settings))
         reply = submission_reply(session, submission_id, details=allowed)
@@ -289,11 +289,11 @@ def get_submission_command(app: CommandContext, request: Request) -> Reply:
     role=Role.CREATOR,
 )
 def create_command(app: CommandContext, request: Request) -> Reply:
-    from core.db import session_scope
-    from core.leaderboards import create_leaderboard
-    from core.task_fields import gpus_for_ranks
-    from core.tasks import read_task_folder
-    from core.users import user_for
+    from kernelcup.core.access.users import user_for
+    from kernelcup.core.leaderboards.catalog import create_leaderboard
+    from kernelcup.core.leaderboards.task_fields import gpus_for_ranks
+    from kernelcup.core.leaderboards.tasks import read_task_folder
+    from kernelcup.core.store.db import session_scope
 
     now = app.now()
     deadline = parse_when(str(request.args["deadline"]), now)
@@ -330,10 +330,10 @@ def create_command(app: CommandContext, request: Request) -> Reply:
 def delete_command(app: CommandContext, request: Request) -> Reply:
     from sqlmodel import select
 
-    from core.db import in_transaction
-    from core.leaderboards import delete_leaderboard, get_leaderboard
-    from core.models import Submission
-    from core.users import user_for
+    from kernelcup.core.access.users import user_for
+    from kernelcup.core.leaderboards.catalog import delete_leaderboard, get_leaderboard
+    from kernelcup.core.store.db import in_transaction
+    from kernelcup.core.store.models import Submission
 
     def delete(session: Session) -> tuple[Leaderboard, int, bool]:
         board = get_leaderboard(session, request.args["leaderboard"])
@@ -357,8 +357,8 @@ def delete_command(app: CommandContext, request: Request) -> Reply:
 
 
 def _visible_board(session: Session, request: Request) -> Leaderboard:
-    from core.leaderboards import get_leaderboard
-    from core.users import user_for
+    from kernelcup.core.access.users import user_for
+    from kernelcup.core.leaderboards.catalog import get_leaderboard
 
     board = get_leaderboard(session, request.args["leaderboard"])
     if board.visibility != "public" and not allows(request.role, Role.ADMIN):

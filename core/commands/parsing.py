@@ -6,9 +6,9 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from core.commands.catalog import find_command
-from core.commands.registry import GROUPS, Command, Kind, Param, usage
-from core.errors import UserError
+from kernelcup.core.commands.catalog import find_command
+from kernelcup.core.commands.registry import GROUPS, Command, Kind, Param, usage
+from kernelcup.core.errors import UserError
 
 
 def parse_line(line: str) -> tuple[str, dict[str, Any]]:

@@ -1,5 +1,5 @@
 """The command registry: what a command is, and the ``@command`` decorator that records one.
-Every adapter builds its menus from the full list (``core.commands.catalog``), so a command
+Every adapter builds its menus from the full list (``kernelcup.core.commands.catalog``), so a command
 added to the core appears on every platform. Handlers are plain functions of
 (context, request) -> Reply; the context is the part of the core a command may use."""
 
@@ -11,16 +11,16 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
-from core.errors import UserError
-from core.messages import Reply, Request
-from core.roles import Role
+from kernelcup.core.errors import UserError
+from kernelcup.core.messages import Reply, Request
+from kernelcup.core.roles import Role
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
     from sqlmodel import Session
 
-    from core.config import Settings
-    from core.leaderboards import SyncReport
+    from kernelcup.core.config import Settings
+    from kernelcup.core.leaderboards.catalog import SyncReport
 
 
 class Kind(StrEnum):
@@ -49,7 +49,7 @@ class Param:
 
 
 class CommandContext(Protocol):
-    """What a command handler may use of the core (``core.app.Kernelcup`` is one). Handlers run
+    """What a command handler may use of the core (``kernelcup.core.app.Kernelcup`` is one). Handlers run
     in a worker thread, so each of these is safe to call from one."""
 
     @property
@@ -106,7 +106,7 @@ def command(
 
 def registered() -> list[Command]:
     """The commands registered so far, by group and name: all of them once
-    ``core.commands.catalog`` is imported, which every way to run a command goes through."""
+    ``kernelcup.core.commands.catalog`` is imported, which every way to run a command goes through."""
     return sorted(REGISTRY.values(), key=lambda c: (c.group, c.name))
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from core.commands.registry import CommandContext, Kind, Param, command
-from core.errors import Forbidden, NotFound, UserError
-from core.messages import Block, ProgressBlock, Reply, Request, Text
-from core.permissions import allows
-from core.roles import Role
-from harness.spec import Mode
+from kernelcup.core.access.permissions import allows
+from kernelcup.core.commands.registry import CommandContext, Kind, Param, command
+from kernelcup.core.errors import Forbidden, NotFound, UserError
+from kernelcup.core.messages import Block, ProgressBlock, Reply, Request, Text
+from kernelcup.core.roles import Role
+from kernelcup.harness.spec import Mode
 
 MODES = tuple(m.value for m in Mode)
 
@@ -21,8 +21,8 @@ MODES = tuple(m.value for m in Mode)
     Param("gpu", Kind.GPU, "GPUs to run on (default: the file's #!POPCORN gpus line)", many=True),
 )
 def submit_command(app: CommandContext, request: Request) -> Reply:
-    from core.db import session_scope
-    from core.submissions import SubmissionFile, submit
+    from kernelcup.core.pipeline.submissions import SubmissionFile, submit
+    from kernelcup.core.store.db import session_scope
 
     if not request.attachments:
         raise UserError("Attach the file to submit.", "A .py file that defines custom_kernel, or a .cu file.")
@@ -61,9 +61,9 @@ def submit_command(app: CommandContext, request: Request) -> Reply:
 def cancel_command(app: CommandContext, request: Request) -> Reply:
     from sqlmodel import col, select
 
-    from core.db import session_scope
-    from core.models import Job, JobStatus, Submission
-    from core.users import user_for
+    from kernelcup.core.access.users import user_for
+    from kernelcup.core.store.db import session_scope
+    from kernelcup.core.store.models import Job, JobStatus, Submission
 
     with session_scope(app.engine) as session:
         submission = session.get(Submission, int(request.args["id"]))

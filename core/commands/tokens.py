@@ -1,22 +1,22 @@
 """``token``: a personal API token for the web API and the remote CLI, on every platform.
 
-The token is shown once, ephemerally; only its sha256 is stored (core.tokens).
+The token is shown once, ephemerally; only its sha256 is stored (kernelcup.core.access.tokens).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from core.commands.registry import CommandContext, Kind, Param, command
-from core.errors import NotFound
-from core.messages import Actor, Code, Reply, Request, Text
-from core.permissions import require
-from core.roles import Role
+from kernelcup.core.access.permissions import require
+from kernelcup.core.commands.registry import CommandContext, Kind, Param, command
+from kernelcup.core.errors import NotFound
+from kernelcup.core.messages import Actor, Code, Reply, Request, Text
+from kernelcup.core.roles import Role
 
 if TYPE_CHECKING:  # the store is imported by the handlers as they run: the registry loads without it
     from sqlmodel import Session
 
-    from core.models import User
+    from kernelcup.core.store.models import User
 
 
 
@@ -27,9 +27,9 @@ if TYPE_CHECKING:  # the store is imported by the handlers as they run: the regi
     Param("revoke", Kind.FLAG, "revoke every token instead of issuing one"),
 )
 def token_command(app: CommandContext, request: Request) -> Reply:
-    from core.db import session_scope
-    from core.tokens import issue_token, revoke_tokens
-    from core.users import user_for
+    from kernelcup.core.access.tokens import issue_token, revoke_tokens
+    from kernelcup.core.access.users import user_for
+    from kernelcup.core.store.db import session_scope
 
     other = request.args["user"]
     now = app.now()
@@ -59,7 +59,7 @@ def token_command(app: CommandContext, request: Request) -> Reply:
 def _user_for_admin(session: Session, identity: str) -> User:
     """An existing user by identity or name; a new identity (``platform:id``) becomes a user, so an
     admin can issue a token for an account that has not written yet (a CI job, say)."""
-    from core.users import find_user, user_for
+    from kernelcup.core.access.users import find_user, user_for
 
     try:
         return find_user(session, identity)

@@ -1,17 +1,17 @@
 """Job specs for the compatibility leaderboards, built by the core's own code.
 
-``core.tasks`` reads the folder and ``core.jobspec.spec_for`` builds the spec, as the local
-runner does for a stored leaderboard; the harness then runs for real (``tests/harness``'s
-helpers start ``python -m harness``).
+``kernelcup.core.leaderboards.tasks`` reads the folder and ``kernelcup.core.pipeline.jobspec.spec_for``
+builds the spec, as the local runner does for a stored leaderboard; the harness then runs for real
+(``tests/harness``'s helpers start ``python -m kernelcup.harness``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from core.jobspec import spec_for
-from core.tasks import read_task_folder
-from harness.spec import GpuInfo, JobSpec, Mode
+from kernelcup.core.leaderboards.tasks import read_task_folder
+from kernelcup.core.pipeline.jobspec import spec_for
+from kernelcup.harness.spec import GpuInfo, JobSpec, Mode
 from tests.harness.conftest import DEVICE
 
 HERE = Path(__file__).resolve().parent

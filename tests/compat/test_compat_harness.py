@@ -1,4 +1,4 @@
-"""GPU MODE's classes of problems, each through the real ``python -m harness`` (README.md).
+"""GPU MODE's classes of problems, each through the real ``python -m kernelcup.harness`` (README.md).
 
 The runs start together (a module fixture, three at a time); each test states one behaviour.
 With ``KERNELCUP_TEST_DEVICE=cuda`` (the GPU script) the same runs happen on a GPU, plus the
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness import timing
-from harness.spec import JobSpec, Mode, Result, Status
+from kernelcup.harness import timing
+from kernelcup.harness.spec import JobSpec, Mode, Result, Status
 from tests.compat.support import compat_spec, submission
 from tests.harness.conftest import DEVICE, HarnessRun, run_many
 

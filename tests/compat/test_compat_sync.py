@@ -9,8 +9,8 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from core.leaderboards import leaderboard_gpus, sync_folder
-from core.models import Leaderboard
+from kernelcup.core.leaderboards.catalog import leaderboard_gpus, sync_folder
+from kernelcup.core.store.models import Leaderboard
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 SERVED = ["H100", "cpu"]

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import UserError
-from core.task_fields import combine_seed
-from core.tasks import read_task_folder, task_config
-from harness.evaluators import uses_own_evaluator
+from kernelcup.core.errors import UserError
+from kernelcup.core.leaderboards.task_fields import combine_seed
+from kernelcup.core.leaderboards.tasks import read_task_folder, task_config
+from kernelcup.harness.evaluators import uses_own_evaluator
 from tests.compat.support import LEADERBOARDS
 
 SHIPPED = Path(__file__).resolve().parents[2] / "leaderboards"
@@ -64,8 +64,8 @@ def test_the_task_seed_is_mixed_into_every_case_seed_as_gpu_mode_does(tmp_path: 
 
 
 def test_the_timeouts_are_the_harness_limits_per_mode(tmp_path: Path) -> None:
-    from core.timeouts import harness_limit
-    from harness.spec import Mode
+    from kernelcup.core.pipeline.timeouts import harness_limit
+    from kernelcup.harness.spec import Mode
 
     task = read_task_folder(_folder(tmp_path, "test_timeout: 30\nranked_timeout: 420\n")).task
     assert harness_limit(task, Mode.TEST, 180) == 30 and harness_limit(task, Mode.RANKED, 180) == 420

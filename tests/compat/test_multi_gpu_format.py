@@ -11,10 +11,10 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from core.config import load_settings
-from core.errors import UserError
-from core.leaderboards import create_leaderboard, leaderboard_gpus, sync_folder
-from core.tasks import read_task_folder, task_config
+from kernelcup.core.config import load_settings
+from kernelcup.core.errors import UserError
+from kernelcup.core.leaderboards.catalog import create_leaderboard, leaderboard_gpus, sync_folder
+from kernelcup.core.leaderboards.tasks import read_task_folder, task_config
 
 SHIPPED = Path(__file__).resolve().parents[2] / "leaderboards"
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
@@ -69,7 +69,7 @@ def _sync(engine: Engine, root: Path, served: list[str]) -> tuple[dict[str, list
         session.commit()
         from sqlmodel import select
 
-        from core.models import Leaderboard
+        from kernelcup.core.store.models import Leaderboard
 
         boards = session.exec(select(Leaderboard)).all()
         return {b.name: leaderboard_gpus(session, b.id or 0) for b in boards}, report.errors

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.spec import Mode, Result, Status
+from kernelcup.harness.spec import Mode, Result, Status
 from tests.compat.support import compat_spec, submission
 from tests.harness.conftest import DEVICE, HarnessRun, run_many
 

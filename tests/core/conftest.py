@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import Engine
 
-from core.app import Kernelcup
-from core.config import load_settings
-from core.messages import Actor, Attachment, Reply, Request
-from core.runner import ProgressCallback, RunContext
-from harness.spec import JobSpec, Progress, Result, Status
+from kernelcup.core.app import Kernelcup
+from kernelcup.core.config import load_settings
+from kernelcup.core.messages import Actor, Attachment, Reply, Request
+from kernelcup.core.pipeline.runner import ProgressCallback, RunContext
+from kernelcup.harness.spec import JobSpec, Progress, Result, Status
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)

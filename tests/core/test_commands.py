@@ -8,11 +8,11 @@ from pathlib import Path
 
 from sqlmodel import Session, select
 
-from core.app import Kernelcup
-from core.commands.catalog import commands
-from core.commands.parsing import parse_line
-from core.messages import File, Table, Text
-from core.models import Leaderboard
+from kernelcup.core.app import Kernelcup
+from kernelcup.core.commands.catalog import commands
+from kernelcup.core.commands.parsing import parse_line
+from kernelcup.core.messages import File, Table, Text
+from kernelcup.core.store.models import Leaderboard
 from tests.core.conftest import ALICE, BOB, ROOT, InstantRunner, finish, request, solution
 
 CAROL = BOB.__class__("slack:T1/U3", "carol")

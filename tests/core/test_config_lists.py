@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from core.config import load_settings
-from core.messages import Actor
-from core.models import Role
-from core.permissions import role_of
+from kernelcup.core.access.permissions import role_of
+from kernelcup.core.config import load_settings
+from kernelcup.core.messages import Actor
+from kernelcup.core.store.models import Role
 
 
 @pytest.mark.parametrize(("value", "expected"), [

@@ -9,11 +9,11 @@ from datetime import timedelta
 from sqlalchemy import column, insert, table, update
 from sqlmodel import SQLModel, col, select
 
-from core.app import Kernelcup
-from core.db import make_engine, session_scope, upgrade
-from core.delivery import claim_report, owed_reports, report_delivered, set_reply_to
-from core.messages import Request
-from core.models import Code, Job, JobStatus, Leaderboard, Submission, User
+from kernelcup.core.app import Kernelcup
+from kernelcup.core.messages import Request
+from kernelcup.core.pipeline.delivery import claim_report, owed_reports, report_delivered, set_reply_to
+from kernelcup.core.store.db import make_engine, session_scope, upgrade
+from kernelcup.core.store.models import Code, Job, JobStatus, Leaderboard, Submission, User
 from tests.core.conftest import BOB, NOW, finish, request, solution
 
 

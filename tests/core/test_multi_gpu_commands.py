@@ -7,12 +7,12 @@ from dataclasses import replace
 
 from sqlalchemy.engine import Engine
 
-from core.app import Kernelcup
-from core.config import load_settings
-from core.messages import Table, Text
-from core.runner import ProgressCallback, RunContext
-from harness.spec import CaseResult, JobSpec, Result, Status
-from runners.local import LocalRunner
+from kernelcup.core.app import Kernelcup
+from kernelcup.core.config import load_settings
+from kernelcup.core.messages import Table, Text
+from kernelcup.core.pipeline.runner import ProgressCallback, RunContext
+from kernelcup.harness.spec import CaseResult, JobSpec, Result, Status
+from kernelcup.runners.local import LocalRunner
 from tests.core.conftest import NOW, ROOT, InstantRunner, finish, request, solution
 
 

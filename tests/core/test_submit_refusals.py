@@ -9,9 +9,9 @@ import pytest
 from sqlalchemy import func
 from sqlmodel import Session, select
 
-from core.app import Kernelcup
-from core.db import session_scope
-from core.models import Code, Job, Leaderboard, Submission, User
+from kernelcup.core.app import Kernelcup
+from kernelcup.core.store.db import session_scope
+from kernelcup.core.store.models import Code, Job, Leaderboard, Submission, User
 from tests.core.conftest import ALICE, BOB, NOW, request, solution
 
 

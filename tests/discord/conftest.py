@@ -17,12 +17,12 @@ import pytest
 import yaml
 from sqlalchemy.engine import Engine
 
-from adapters.discord.adapter import DiscordAdapter
-from core.app import Kernelcup
-from core.config import Settings, load_settings
-from core.db import make_engine, upgrade
-from core.runner import ProgressCallback, RunContext, Runner
-from harness.spec import JobSpec, Progress, Result, Status
+from kernelcup.adapters.discord.adapter import DiscordAdapter
+from kernelcup.core.app import Kernelcup
+from kernelcup.core.config import Settings, load_settings
+from kernelcup.core.pipeline.runner import ProgressCallback, RunContext, Runner
+from kernelcup.core.store.db import make_engine, upgrade
+from kernelcup.harness.spec import JobSpec, Progress, Result, Status
 from tests.discord.fake_discord import (
     APP_ID,
     PARTICIPANT,

@@ -3,7 +3,7 @@ what still fails is logged, the submission is still delivered and the bot keeps 
 
 from __future__ import annotations
 
-from adapters.discord.adapter import DiscordAdapter
+from kernelcup.adapters.discord.adapter import DiscordAdapter
 from tests.discord.conftest import GatedRunner, Send, callback, final_edit, submit
 from tests.discord.fake_discord import APP_ID, OTHER_CHANNEL, SUBMIT_CHANNEL, FakeDiscord, embeds_of, slash
 

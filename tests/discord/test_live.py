@@ -8,8 +8,8 @@ import time
 
 import discord
 
-from adapters.discord.adapter import DiscordAdapter
-from adapters.discord.live import ThrottledEdits
+from kernelcup.adapters.discord.adapter import DiscordAdapter
+from kernelcup.adapters.discord.live import ThrottledEdits
 from tests.discord.conftest import Clock, GatedRunner, Send, final_edit, settled, submit
 from tests.discord.fake_discord import ALICE, OTHER_CHANNEL, SUBMIT_CHANNEL, FakeDiscord, embeds_of, slash
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from adapters.discord.adapter import DiscordAdapter
-from core.app import Kernelcup
-from core.messages import Actor, Attachment, Request
+from kernelcup.adapters.discord.adapter import DiscordAdapter
+from kernelcup.core.app import Kernelcup
+from kernelcup.core.messages import Actor, Attachment, Request
 from tests.discord.conftest import (
     SOLUTION,
     GatedRunner,
@@ -105,7 +105,7 @@ async def test_create_asks_for_its_text_fields_in_a_modal(adapter: DiscordAdapte
 
 
 def _leaderboard_kind() -> tuple[Any]:
-    from core.commands.registry import Kind
+    from kernelcup.core.commands.registry import Kind
 
     return (Kind.LEADERBOARD,)
 

@@ -3,8 +3,8 @@ keeps serving."""
 
 from __future__ import annotations
 
-from adapters.discord.adapter import DiscordAdapter
-from core.app import Kernelcup
+from kernelcup.adapters.discord.adapter import DiscordAdapter
+from kernelcup.core.app import Kernelcup
 from tests.discord.conftest import SOLUTION, Send, callback, callbacks, original_edit, submit
 from tests.discord.fake_discord import (
     ALICE,

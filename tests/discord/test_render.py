@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from adapters.discord.render import (
+from kernelcup.adapters.discord.render import (
     FILES_PER_MESSAGE,
     MESSAGE_CHARS,
     RED,
     detail_messages,
     render_reply,
 )
-from core.messages import Block, Code, File, Reply, Table, Text
+from kernelcup.core.messages import Block, Code, File, Reply, Table, Text
 
 
 def long_table(rows: int) -> Table:

@@ -13,14 +13,14 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import col, select
 
-from adapters.discord.adapter import DiscordAdapter
-from adapters.discord.render import GREEN
-from core.app import Kernelcup
-from core.config import Settings
-from core.db import make_engine, session_scope
-from core.delivery import RESUMED_NOTE
-from core.messages import Actor, Attachment, Request
-from core.models import Submission
+from kernelcup.adapters.discord.adapter import DiscordAdapter
+from kernelcup.adapters.discord.render import GREEN
+from kernelcup.core.app import Kernelcup
+from kernelcup.core.config import Settings
+from kernelcup.core.messages import Actor, Attachment, Request
+from kernelcup.core.pipeline.delivery import RESUMED_NOTE
+from kernelcup.core.store.db import make_engine, session_scope
+from kernelcup.core.store.models import Submission
 from tests.discord.conftest import SOLUTION, Clock, GatedRunner, final_edit, is_final, settled, submit
 from tests.discord.fake_discord import (
     ALICE,

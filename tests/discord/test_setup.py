@@ -9,14 +9,14 @@ import discord
 import pytest
 from discord import app_commands
 
-from adapters.discord.adapter import DiscordAdapter
-from adapters.discord.config import ConfigError, DiscordConfig
-from core.announcements import Announcement, Occasion
-from core.app import Kernelcup
-from core.commands.catalog import commands
-from core.config import Settings, load_settings
-from core.messages import Reply, Table, Text
-from core.plugins import DeferredAdapter, load_adapters
+from kernelcup.adapters.discord.adapter import DiscordAdapter
+from kernelcup.adapters.discord.config import ConfigError, DiscordConfig
+from kernelcup.core.app import Kernelcup
+from kernelcup.core.commands.catalog import commands
+from kernelcup.core.config import Settings, load_settings
+from kernelcup.core.messages import Reply, Table, Text
+from kernelcup.core.plugins import DeferredAdapter, load_adapters
+from kernelcup.core.scheduling.announcements import Announcement, Occasion
 from tests.discord.fake_discord import GUILD_ID, SUBMIT_CHANNEL, FakeDiscord, embeds_of
 
 
@@ -62,7 +62,7 @@ def test_the_adapter_runs_only_with_a_token() -> None:
     assert not DiscordAdapter.configured({})
     entry = load_adapters()["discord"]
     assert entry.configured({"DISCORD_TOKEN": "abc"}) and not entry.configured({})
-    assert isinstance(entry, DeferredAdapter) and entry.target == "adapters.discord.adapter:DiscordAdapter"
+    assert isinstance(entry, DeferredAdapter) and entry.target == "kernelcup.adapters.discord.adapter:DiscordAdapter"
 
 
 def test_ids_can_come_from_an_environment_variable() -> None:
@@ -92,7 +92,7 @@ async def test_announcements_go_to_the_configured_channel(adapter: DiscordAdapte
 
 async def test_sync_commands_from_the_command_line_registers_the_tree(fake: FakeDiscord,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from adapters.discord.__main__ import sync_commands
+    from kernelcup.adapters.discord.__main__ import sync_commands
 
     monkeypatch.setenv("DISCORD_TOKEN", "fake-token")
     monkeypatch.delenv("KERNELCUP_DISCORD__GUILD_IDS", raising=False)

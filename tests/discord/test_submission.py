@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.discord.render import GREEN
-from core.config import Settings
-from runners.local import LocalRunner
+from kernelcup.adapters.discord.render import GREEN
+from kernelcup.core.config import Settings
+from kernelcup.runners.local import LocalRunner
 from tests.discord.conftest import ROOT, Send
 from tests.discord.fake_discord import (
     ALICE,

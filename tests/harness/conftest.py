@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from harness.spec import GpuInfo, JobSpec, Mode, Progress, Result, TaskConfig, parse_line
+from kernelcup.harness.spec import GpuInfo, JobSpec, Mode, Progress, Result, TaskConfig, parse_line
 
 REPO = Path(__file__).resolve().parents[2]
 # The GPU script reruns these tests with KERNELCUP_TEST_DEVICE=cuda; CI runs them on the CPU.
@@ -113,9 +113,9 @@ class HarnessRun:
 
 
 def start_harness(env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    """``python -m harness`` as a runner starts it: waiting for its spec on stdin."""
+    """``python -m kernelcup.harness`` as a runner starts it: waiting for its spec on stdin."""
     return subprocess.Popen(
-        [sys.executable, "-m", "harness"],
+        [sys.executable, "-m", "kernelcup.harness"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -127,7 +127,7 @@ def start_harness(env: dict[str, str] | None = None) -> subprocess.Popen[str]:
 
 def read_run(stdout: str, stderr: str, returncode: int, key: str) -> HarnessRun:
     """What a harness printed: its progress and its one result line, each checked with ``key``."""
-    from harness.spec import SpecError
+    from kernelcup.harness.spec import SpecError
 
     run = HarnessRun(None, stderr=stderr, returncode=returncode)
     for line in stdout.splitlines():
@@ -146,7 +146,7 @@ def read_run(stdout: str, stderr: str, returncode: int, key: str) -> HarnessRun:
 
 
 def run_harness(spec: JobSpec, *, wall_limit_s: float | None = None, env: dict[str, str] | None = None) -> HarnessRun:
-    """Run ``python -m harness`` as the runner does and parse what it prints."""
+    """Run ``python -m kernelcup.harness`` as the runner does and parse what it prints."""
     process = start_harness(env)
     try:
         stdout, stderr = process.communicate(
@@ -170,7 +170,7 @@ def result_json(result: Result) -> dict[str, Any]:
 
 
 def run_many(specs: dict[str, JobSpec], workers: int = 3) -> dict[str, HarnessRun]:
-    """Run several harness jobs at once (each its own ``python -m harness``) to save wall time."""
+    """Run several harness jobs at once (each its own ``python -m kernelcup.harness``) to save wall time."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=workers) as pool:

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from conftest import LEADERBOARDS, REPO, leaderboard_spec, run_harness, submission
 
-from harness import cuda_eval
-from harness.process import StreamCapture, child_identity
-from harness.spec import Status
-from harness.verdict import RunEnded
-from harness.workspace import Workspace
+from kernelcup.harness import cuda_eval
+from kernelcup.harness.process import StreamCapture, child_identity
+from kernelcup.harness.spec import Status
+from kernelcup.harness.verdict import RunEnded
+from kernelcup.harness.workspace import Workspace
 
 COPY = LEADERBOARDS / "copy_cu"
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
@@ -173,9 +173,9 @@ def test_a_value_repeated_unchanged_is_no_forgery(workspace: Workspace) -> None:
 
 
 def test_cuda_leaderboards_get_the_physical_floor_from_their_reference_py() -> None:
-    from harness import benchmark
-    from harness.problem import ProblemError, Work
-    from harness.spec import CaseResult, GpuInfo
+    from kernelcup.harness import benchmark
+    from kernelcup.harness.problem import ProblemError, Work
+    from kernelcup.harness.spec import CaseResult, GpuInfo
 
     work = Work((REPO / "leaderboards" / "vectoradd_cuda" / "reference.py").read_text())
     assert work.work({"size": 1000, "seed": 1}) == (1000.0, 6000.0)

@@ -24,8 +24,8 @@ from conftest import (
     submission,
 )
 
-from harness import timing
-from harness.spec import JobSpec, Mode, Result, Status, parse_line
+from kernelcup.harness import timing
+from kernelcup.harness.spec import JobSpec, Mode, Result, Status, parse_line
 
 ADDMUL = LEADERBOARDS / "addmul"
 SECRET = 98765432109876543210123456789
@@ -145,7 +145,7 @@ def _hanging_job(marker: str, stdout: int | None) -> tuple[subprocess.Popen[str]
     source = submission("records_pid_and_hangs.py").replace("@MARKER@", marker)
     spec = leaderboard_spec(ADDMUL, source, timeout_s=120)
     harness = subprocess.Popen(
-        [sys.executable, "-m", "harness"], stdin=subprocess.PIPE, stdout=stdout, cwd=REPO, text=True
+        [sys.executable, "-m", "kernelcup.harness"], stdin=subprocess.PIPE, stdout=stdout, cwd=REPO, text=True
     )
     assert harness.stdin is not None
     harness.stdin.write(spec.to_json())
@@ -187,7 +187,7 @@ def test_a_daemon_that_escapes_the_process_group_is_killed() -> None:
 
 def test_a_spec_that_is_not_json_gets_a_signed_error() -> None:
     completed = subprocess.run(
-        [sys.executable, "-m", "harness"],
+        [sys.executable, "-m", "kernelcup.harness"],
         input="not json",
         capture_output=True,
         text=True,
@@ -204,7 +204,7 @@ def test_a_spec_of_another_version_gets_a_signed_error() -> None:
     raw = json.loads(spec.to_json())
     raw["version"] = 99
     completed = subprocess.run(
-        [sys.executable, "-m", "harness"],
+        [sys.executable, "-m", "kernelcup.harness"],
         input=json.dumps(raw),
         capture_output=True,
         text=True,

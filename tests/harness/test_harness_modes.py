@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from conftest import DEVICE, LEADERBOARDS, HarnessRun, leaderboard_spec, run_many, submission
 
-from harness import benchmark, scoring
-from harness.spec import CaseResult, GpuInfo, Mode, Status
-from harness.verdict import RunEnded
+from kernelcup.harness import benchmark, scoring
+from kernelcup.harness.spec import CaseResult, GpuInfo, Mode, Status
+from kernelcup.harness.verdict import RunEnded
 
 ADDMUL = LEADERBOARDS / "addmul"
 SECRET = 31415926535897932384626

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import DEVICE, LEADERBOARDS, leaderboard_spec, read_run, start_harness, submission
 
-from harness.process import children_of
-from harness.spec import Result, Status
+from kernelcup.harness.process import children_of
+from kernelcup.harness.spec import Result, Status
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -32,11 +32,11 @@ def _alive(pid: int) -> bool:
 
 
 def _started_harness() -> tuple[subprocess.Popen[str], int]:
-    """``python -m harness`` with no spec yet, and its submission process once that is up."""
+    """``python -m kernelcup.harness`` with no spec yet, and its submission process once that is up."""
     harness = start_harness()
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        child = next((pid for pid in children_of(harness.pid) if "harness.child" in _cmdline(pid)), None)
+        child = next((pid for pid in children_of(harness.pid) if "kernelcup.harness.child" in _cmdline(pid)), None)
         if child is not None:
             return harness, child
         time.sleep(0.05)

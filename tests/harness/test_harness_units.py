@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 import torch
 
-from harness import checking, scoring, stats, transfer
-from harness.channel import Channel, ChannelClosed, ChannelTimeout, ProtocolError
-from harness.fingerprint import fingerprint, same
-from harness.problem import PoisonUninitialized, normalize_check
-from harness.seeds import SEED_LIMIT, SeedPlan
-from harness.spec import CaseResult, Result, SystemInfo
+from kernelcup.harness import checking, scoring, stats, transfer
+from kernelcup.harness.channel import Channel, ChannelClosed, ChannelTimeout, ProtocolError
+from kernelcup.harness.fingerprint import fingerprint, same
+from kernelcup.harness.problem import PoisonUninitialized, normalize_check
+from kernelcup.harness.seeds import SEED_LIMIT, SeedPlan
+from kernelcup.harness.spec import CaseResult, Result, SystemInfo
 
 # --- scoring -------------------------------------------------------------------------------
 
@@ -257,15 +257,15 @@ class _NoWork:
 
 
 def _round(times: list[float]) -> Any:
-    from harness import benchmark
+    from kernelcup.harness import benchmark
 
     summary = stats.summarize(times)
     return benchmark.CaseTiming(stats.case_result({"size": 1}, summary, ""), summary.median * 1e-9, times)
 
 
 def test_two_agreeing_rounds_pool_their_samples() -> None:
-    from harness import benchmark
-    from harness.spec import GpuInfo
+    from kernelcup.harness import benchmark
+    from kernelcup.harness.spec import GpuInfo
 
     first, second = _round([100.0, 100.5, 101.0]), _round([100.2, 100.6, 100.4])
     assert benchmark.rounds_agree([first, second])
@@ -274,7 +274,7 @@ def test_two_agreeing_rounds_pool_their_samples() -> None:
 
 
 def test_a_round_too_noisy_to_trust_calls_for_a_third_even_when_the_medians_agree() -> None:
-    from harness import benchmark
+    from kernelcup.harness import benchmark
 
     steady = _round([100.0 + 0.01 * i for i in range(41)])
     noisy = _round([100.0 + (-1) ** i * 0.1 * i for i in range(41)])  # median 100, interval ±3%
@@ -283,8 +283,8 @@ def test_a_round_too_noisy_to_trust_calls_for_a_third_even_when_the_medians_agre
 
 
 def test_the_events_own_cost_is_subtracted_from_every_call() -> None:
-    from harness import benchmark
-    from harness.session import Timed
+    from kernelcup.harness import benchmark
+    from kernelcup.harness.session import Timed
 
     # The no-op calls read 1.3 µs between the events; real calls 25 µs: 23.7 µs is the kernel.
     baseline = [Timed(1_300.0 + i, 40_000.0, 500.0, 60_000.0) for i in range(-5, 6)]
@@ -298,14 +298,14 @@ def test_the_events_own_cost_is_subtracted_from_every_call() -> None:
 
 
 def _timed(wall_ns: float, call_extra_ns: float, outside_ns: float, jitter: int) -> Any:
-    from harness.session import Timed
+    from kernelcup.harness.session import Timed
 
     call = wall_ns + call_extra_ns + jitter
     return Timed(wall_ns, wall_ns, wall_ns, call + outside_ns + 3 * jitter, call)
 
 
 def test_host_work_inside_the_call_never_looks_like_tampering() -> None:
-    from harness import benchmark
+    from kernelcup.harness import benchmark
 
     # 5 ms of host work per call (a sleep, .item(), a Python loop): in the child's reading
     # and in the harness's clock around the call alike.
@@ -316,8 +316,8 @@ def test_host_work_inside_the_call_never_looks_like_tampering() -> None:
 
 
 def test_a_reading_short_of_the_time_around_the_call_fails_as_tampering() -> None:
-    from harness import benchmark
-    from harness.verdict import RunEnded
+    from kernelcup.harness import benchmark
+    from kernelcup.harness.verdict import RunEnded
 
     baseline = [_timed(2_000.0, 40_000.0, 900_000.0, i) for i in range(12)]
     calls = [_timed(500_000.0, 4_540_000.0, 900_000.0, i) for i in range(30)]  # 5 ms passed, 0.5 reported
@@ -326,7 +326,7 @@ def test_a_reading_short_of_the_time_around_the_call_fails_as_tampering() -> Non
 
 
 def test_time_outside_the_call_beyond_a_no_op_is_counted() -> None:
-    from harness import benchmark
+    from kernelcup.harness import benchmark
 
     baseline = [_timed(2_000.0, 40_000.0, 900_000.0, i) for i in range(12)]
     calls = [_timed(20_000.0, 40_000.0, 3_900_000.0, i) for i in range(30)]  # 3 ms more after each call
@@ -335,8 +335,8 @@ def test_time_outside_the_call_beyond_a_no_op_is_counted() -> None:
 
 
 def test_a_round_caught_in_a_slow_spell_is_dropped_once_a_third_round_decides() -> None:
-    from harness import benchmark
-    from harness.spec import GpuInfo
+    from kernelcup.harness import benchmark
+    from kernelcup.harness.spec import GpuInfo
 
     slow = _round([110.0, 111.0, 112.0])  # 10% off: the machine had a slow spell
     normal = [_round([100.0, 101.0, 102.0]), _round([100.2, 101.2, 100.8])]
@@ -371,8 +371,8 @@ class _Gpu:
 
 
 def test_the_clock_is_watched_while_benchmarks_run_and_its_limits_are_reported() -> None:
-    from core.report import clock_note
-    from harness import sysinfo
+    from kernelcup.core.pipeline.report import clock_note
+    from kernelcup.harness import sysinfo
 
     gpu = _Gpu()
     result = Result(job_id="j", mode="ranked", status="passed", verdict="ok")  # type: ignore[arg-type]
@@ -410,8 +410,8 @@ def test_build_caches_are_kept_per_source_so_a_rerun_compiles_nothing(tmp_path, 
     KERNELCUP_CACHE_DIR: the same source run again (another `kernelcup submit`) finds them."""
     from conftest import LEADERBOARDS, leaderboard_spec
 
-    from harness.process import Identity
-    from harness.workspace import Workspace, build_cache_env
+    from kernelcup.harness.process import Identity
+    from kernelcup.harness.workspace import Workspace, build_cache_env
 
     monkeypatch.setenv("KERNELCUP_CACHE_DIR", str(tmp_path / "cache"))
     board = next(p.parent for p in sorted(LEADERBOARDS.glob("*/task.yml")))

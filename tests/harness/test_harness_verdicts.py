@@ -1,4 +1,4 @@
-"""Every way a submission can end, through the real ``python -m harness`` on the CPU.
+"""Every way a submission can end, through the real ``python -m kernelcup.harness`` on the CPU.
 
 The runs are started together (a module fixture) and each test then states one behaviour.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from conftest import DEVICE, LEADERBOARDS, HarnessRun, leaderboard_spec, run_many, submission
 
-from harness.spec import Status
+from kernelcup.harness.spec import Status
 
 ADDMUL = LEADERBOARDS / "addmul"
 LENIENT = LEADERBOARDS / "lenient"

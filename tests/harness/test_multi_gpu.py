@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, REPO, HarnessRun, leaderboard_spec, read_run, run_many, start_harness
 
-from harness.spec import JobSpec, Mode, Status
+from kernelcup.harness.spec import JobSpec, Mode, Status
 
 SHIPPED = REPO / "leaderboards"
 ALLREDUCE = SHIPPED / "allreduce"
@@ -149,14 +149,15 @@ def test_a_killed_harness_takes_every_rank_and_reference_with_it() -> None:
     harness.send_signal(signal.SIGKILL)
     harness.wait()
     until = time.monotonic() + 10
-    while _processes(lambda comm, cmdline: comm == marker or ("harness.rank_reference" in cmdline
+    while _processes(lambda comm, cmdline: comm == marker or ("kernelcup.harness.rank_reference" in cmdline
                      and f" {harness.pid} " in cmdline)) and time.monotonic() < until:
         time.sleep(0.5)
     left = _processes(lambda comm, cmdline: comm == marker)
     chains = [subprocess.run(["ps", "-o", "pid,ppid,pgid,stat,args", "-p", ",".join(_ancestors(pid))],
                              capture_output=True, text=True).stdout for pid in left]
     assert not left, chains
-    assert not _processes(lambda comm, cmdline: "harness.rank_reference" in cmdline and f" {harness.pid} " in cmdline)
+    reference = "kernelcup.harness.rank_reference"
+    assert not _processes(lambda comm, cmdline: reference in cmdline and f" {harness.pid} " in cmdline)
 
 
 def _ancestors(pid: int) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from conftest import REPO, HarnessRun, leaderboard_spec, run_many
 
-from harness.spec import Mode, Status
+from kernelcup.harness.spec import Mode, Status
 
 REPEAT_SET = REPO / "bench" / "gpu" / "repeat"
 FOLDERS = sorted(p for p in REPEAT_SET.iterdir() if (p / "task.yml").is_file())

@@ -39,7 +39,7 @@ from conftest import (
     submission,
 )
 
-from harness.spec import Mode, Result, Status
+from kernelcup.harness.spec import Mode, Result, Status
 
 ADDMUL = LEADERBOARDS / "addmul"
 LIMITS = {"KERNELCUP_SANDBOX_TASKS": "64", "KERNELCUP_SANDBOX_MEMORY_MB": "3072", "KERNELCUP_SANDBOX_FILE_MB": "16"}
@@ -100,7 +100,8 @@ def bot(tmp_path: Path) -> Iterator[Bot]:
 
 
 def _targets(bot: Bot, harness_pid: int, neighbour: Path | None) -> dict[str, Any]:
-    reads = [str(bot.database), str(bot.leftover), str(REPO / "pyproject.toml"), str(REPO / "core" / "db.py")]
+    reads = [str(bot.database), str(bot.leftover), str(REPO / "pyproject.toml"), str(REPO / "core" / "store" / "db.py"),
+             str(REPO / "kernelcup" / "core" / "store" / "db.py")]  # kernelcup/ is bound: its other links dangle
     lists = [str(bot.var), str(bot.tmp), str(REPO)]
     if neighbour is not None:
         reads.append(str(neighbour / "submission.py"))
@@ -157,7 +158,7 @@ def _processes_named(name: str) -> list[int]:
 
 def _job_cgroups() -> list[Path]:
     """Job cgroups under this process's own cgroups (where the harness makes them)."""
-    from harness.cgroups import _mounts, _own_paths
+    from kernelcup.harness.cgroups import _mounts, _own_paths
 
     own = _own_paths()
     found: list[Path] = []
@@ -254,7 +255,7 @@ def test_without_the_sandbox_the_same_probe_reaches_the_database(bot: Bot) -> No
 def test_where_user_namespaces_are_blocked_every_job_is_refused(bot: Bot) -> None:
     """A container that forbids user namespaces: the job is refused, with the fix named."""
     spec = leaderboard_spec(ADDMUL, submission("correct.py"), Mode.RANKED, timeout_s=60, secret_seed=7)
-    script = f"echo 0 > /proc/sys/user/max_user_namespaces && exec {sys.executable} -m harness"
+    script = f"echo 0 > /proc/sys/user/max_user_namespaces && exec {sys.executable} -m kernelcup.harness"
     completed = subprocess.run(
         ["unshare", "--user", "--map-root-user", "sh", "-c", script],
         input=spec.to_json(),

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, HarnessRun, leaderboard_spec, run_many
 
-from harness.spec import JobSpec, Mode, Status
+from kernelcup.harness.spec import JobSpec, Mode, Status
 
 SHIPPED = REPO / "leaderboards"
 HEADER = re.compile(r"^\s*(?:#|//)\s*(expect|requires):\s*(\S+)", re.MULTILINE)

@@ -83,7 +83,7 @@ expect 0 base-serve env KERNELCUP_DATABASE_URL="$(db base)" \
 contains base-serve "$OUT" '"event": "serving"'
 count base-serve "$OUT" "adapter web is off: pip install 'kernelcup[web]' turns it on" 1
 count base-serve "$OUT" "runner modal is off" 1
-expect 4 base-discord-sync env DISCORD_TOKEN=x "$WORK/base/bin/python" -m adapters.discord sync-commands
+expect 4 base-discord-sync env DISCORD_TOKEN=x "$WORK/base/bin/python" -m kernelcup.adapters.discord sync-commands
 contains base-discord-sync "$OUT" "pip install 'kernelcup[discord]'"
 say "base install checked in $((SECONDS - start)) s"
 
@@ -99,29 +99,29 @@ extra() {
 }
 
 extra discord
-expect 0 discord-list env KERNELCUP_DATABASE_URL="$(db discord)" "$PY" -m adapters.terminal list
-expect 0 discord-import "$PY" -c "import adapters.discord.adapter"
+expect 0 discord-list env KERNELCUP_DATABASE_URL="$(db discord)" "$PY" -m kernelcup.adapters.terminal list
+expect 0 discord-import "$PY" -c "import kernelcup.adapters.discord.adapter"
 extra slack
-expect 0 slack-import "$PY" -c "import adapters.slack.adapter"
+expect 0 slack-import "$PY" -c "import kernelcup.adapters.slack.adapter"
 extra modal
-expect 0 modal-list env KERNELCUP_DATABASE_URL="$(db modal)" "$PY" -m adapters.terminal list
+expect 0 modal-list env KERNELCUP_DATABASE_URL="$(db modal)" "$PY" -m kernelcup.adapters.terminal list
 lacks modal-list "$LOG" "runner modal is off"
 contains modal-list "$LOG" "Modal GPUs not served here: no Modal credentials"
 extra github
 expect 0 github-list env KERNELCUP_DATABASE_URL="$(db github)" KERNELCUP_GPUS__RTX4090__RUNNER=github \
-    "$PY" -m adapters.terminal list
+    "$PY" -m kernelcup.adapters.terminal list
 lacks github-list "$LOG" "runner github is off"
 contains github-list "$LOG" "GitHub GPUs not served here"
 extra web
 expect 0 web-serve env KERNELCUP_DATABASE_URL="$(db web)" KERNELCUP_WEB__PORT=0 \
-    timeout --preserve-status -s INT 8 "$PY" -m adapters.terminal serve --no-console
+    timeout --preserve-status -s INT 8 "$PY" -m kernelcup.adapters.terminal serve --no-console
 contains web-serve "$OUT" "web: serving"
 lacks web-serve "$OUT" "adapter web is off"
 extra remote
-expect 3 remote-unreachable env KERNELCUP_DATABASE_URL="$(db remote)" "$PY" -m adapters.terminal \
+expect 3 remote-unreachable env KERNELCUP_DATABASE_URL="$(db remote)" "$PY" -m kernelcup.adapters.terminal \
     --server http://127.0.0.1:1 list
 extra postgres
-expect 3 postgres-unreachable env KERNELCUP_DATABASE_URL=postgresql://kc@127.0.0.1:1/kc "$PY" -m adapters.terminal list
+expect 3 postgres-unreachable env KERNELCUP_DATABASE_URL=postgresql://kc@127.0.0.1:1/kc "$PY" -m kernelcup.adapters.terminal list
 say "each extra checked; $((SECONDS - start)) s so far"
 
 # Every other supported Python: the wheel without torch (no CPU build of torch 2.13.0 for them

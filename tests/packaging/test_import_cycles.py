@@ -4,24 +4,29 @@ a function or under ``TYPE_CHECKING``, since each one says that a module needs t
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("core", "adapters", "runners", "harness")
+PACKAGES = ("kernelcup",)  # its parts are links to the top-level folders: walked through them
 
 
 def module_files(root: Path, packages: tuple[str, ...]) -> dict[str, Path]:
     found: dict[str, Path] = {}
     for package in packages:
-        for path in sorted((root / package).rglob("*.py")):
-            parts = path.relative_to(root).with_suffix("").parts
-            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-            found[name] = path
+        for folder, dirs, files in os.walk(root / package, followlinks=True):
+            dirs.sort()
+            for file in sorted(f for f in files if f.endswith(".py")):
+                path = Path(folder) / file
+                parts = path.relative_to(root).with_suffix("").parts
+                name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+                found[name] = path
     return found
 
 
 def _own_module(name: str, modules: dict[str, Path]) -> str | None:
-    """The module of ours that an imported name lives in (``core.db.session_scope`` -> ``core.db``)."""
+    """The module of ours that an imported name lives in
+    (``kernelcup.core.store.db.session_scope`` -> ``kernelcup.core.store.db``)."""
     while name and name not in modules:
         name = name.rpartition(".")[0]
     return name or None
@@ -87,3 +92,9 @@ def test_a_circle_through_a_type_only_or_relative_import_is_found(tmp_path: Path
     (pkg / "c.py").write_text("from .a import A\n")
     (pkg / "d.py").write_text("import pkg.a\n")  # reaches the circle but is not part of it
     assert import_cycles(tmp_path, ("pkg",)) == [["pkg.a", "pkg.b", "pkg.c"]]
+
+
+def test_the_walk_reaches_every_part_through_kernelcups_links() -> None:
+    names = module_files(ROOT, PACKAGES)
+    assert {"kernelcup.core.store.db", "kernelcup.adapters.terminal.cli", "kernelcup.runners.local",
+            "kernelcup.harness.run"} <= names.keys()

@@ -1,12 +1,11 @@
 """kernelcup next to another distribution that owns a top-level ``adapters`` (AdapterHub's, for
 transformers): both must import, and removing one must leave the other whole.
 
-Today kernelcup ships ``core``, ``adapters``, ``runners`` and ``harness`` at the top of
-site-packages, so pip puts both distributions' files in one ``adapters/`` folder without a word:
-the last one installed wins ``adapters/__init__.py``, which both list as theirs, so uninstalling
-kernelcup deletes the other distribution's package with it. Moving kernelcup's packages under
-its own namespace (issue #15) fixes it; this test then passes, and strict xfail says to drop the
-mark.
+Before issue #15 kernelcup shipped ``core``, ``adapters``, ``runners`` and ``harness`` at the top
+of site-packages, so pip put both distributions' files in one ``adapters/`` folder without a
+word: the last one installed won ``adapters/__init__.py``, which both listed as theirs, and
+uninstalling kernelcup deleted the other distribution's package with it. Now the wheel holds one
+top-level package, ``kernelcup``.
 """
 
 from __future__ import annotations
@@ -48,13 +47,14 @@ def run(*command: str | Path, cwd: Path | None = None) -> subprocess.CompletedPr
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="kernelcup's top-level packages share site-packages/adapters with "
-                                       "another distribution until they move under a kernelcup namespace")
 def test_kernelcup_and_another_adapters_distribution_both_survive(tmp_path: Path) -> None:
     built = run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", tmp_path, ROOT)
     shutil.rmtree(ROOT / "build", ignore_errors=True)  # setuptools builds in the source tree
     assert built.returncode == 0, built.stderr
     kernelcup = next(tmp_path.glob("kernelcup-*.whl"))
+    with zipfile.ZipFile(kernelcup) as archive:
+        tops = {name.split("/")[0] for name in archive.namelist() if not name.split("/")[0].endswith(".dist-info")}
+    assert tops == {"kernelcup"}
     venv = tmp_path / "venv"
     assert run(sys.executable, "-m", "venv", "--without-pip", venv).returncode == 0
     python = venv / "bin" / "python"
@@ -62,9 +62,10 @@ def test_kernelcup_and_another_adapters_distribution_both_survive(tmp_path: Path
     for wheel in (kernelcup, dummy_wheel(tmp_path)):
         installed = run(*pip, "install", "-q", "--no-deps", wheel)
         assert installed.returncode == 0, installed.stderr
-    probe = ("import adapters, importlib.util; "
-             "print(getattr(adapters, 'WHO', None), importlib.util.find_spec('adapters.terminal') is not None)")
-    assert run(python, "-c", probe, cwd=tmp_path).stdout.split() == ["the", "other", "adapters", "True"]
+    probe = ("import adapters, importlib.util, kernelcup.adapters; print(getattr(adapters, 'WHO', None), "
+             "kernelcup.adapters.__name__, importlib.util.find_spec('kernelcup.adapters.terminal') is not None)")
+    both = run(python, "-c", probe, cwd=tmp_path)
+    assert both.stdout.split() == ["the", "other", "adapters", "kernelcup.adapters", "True"], both.stderr
     removed = run(*pip, "uninstall", "-q", "-y", "kernelcup")
     assert removed.returncode == 0, removed.stderr
     survivor = run(python, "-c", "import adapters; print(adapters.WHO)", cwd=tmp_path)

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from core.config import load_settings
-from core.plugins import ADAPTERS, RUNNERS, build_adapters, install_hint, load_runners
+from kernelcup.core.config import load_settings
+from kernelcup.core.plugins import ADAPTERS, RUNNERS, build_adapters, install_hint, load_runners
 
 ROOT = Path(__file__).resolve().parents[2]
 OPTIONAL = ("discord", "slack_bolt", "aiohttp", "fastapi", "uvicorn", "jinja2", "multipart", "httpx", "modal")
@@ -33,7 +33,7 @@ def install_plugin(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         "[kernelcup.runners]\nghost = ghost_runner:GhostRunner\n"
     )
     (site / "ghost_entry.py").write_text(
-        "from core.plugins import DeferredAdapter\n"
+        "from kernelcup.core.plugins import DeferredAdapter\n"
         "CONFIGURED = DeferredAdapter('ghost_adapter:GhostAdapter', lambda env: True)\n"
         "NOT_CONFIGURED = DeferredAdapter('quiet_adapter:QuietAdapter', lambda env: False)\n"
     )
@@ -84,7 +84,7 @@ def test_a_terminal_command_imports_no_optional_package_its_config_does_not_use(
         "import atexit, sys\n"
         f"atexit.register(lambda: print('IMPORTED', sorted(m for m in {OPTIONAL!r} if m in sys.modules)))\n"
         "sys.argv = ['kernelcup', 'list']\n"
-        "from adapters.terminal.cli import main\n"
+        "from kernelcup.adapters.terminal.cli import main\n"
         "main()\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120,

@@ -1,4 +1,4 @@
-"""A stand-in for ``python -m harness`` that speaks the real wire contract (harness.spec).
+"""A stand-in for ``python -m kernelcup.harness`` that speaks the real wire contract (kernelcup.harness.spec).
 
 Usage: ``python fake_harness.py BEHAVIOUR [PIDFILE] [SECONDS]``. It exists so the local runner
 and the pipeline are tested against a real subprocess that misbehaves on purpose.
@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from harness.spec import JobSpec, Progress, Result, Status, progress_line, result_line
+from kernelcup.harness.spec import JobSpec, Progress, Result, Status, progress_line, result_line
 
 
 def say(line: str) -> None:

@@ -18,12 +18,12 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from core.config import GpuConfig, Limits, Settings
-from core.db import session_scope
-from core.fairness import assign_turns
-from core.models import Code, Job, Leaderboard, LeaderboardFile, Submission, User
-from core.runner import ProgressCallback, RunContext
-from harness.spec import JobSpec, Progress, Result, Status
+from kernelcup.core.config import GpuConfig, Limits, Settings
+from kernelcup.core.pipeline.fairness import assign_turns
+from kernelcup.core.pipeline.runner import ProgressCallback, RunContext
+from kernelcup.core.store.db import session_scope
+from kernelcup.core.store.models import Code, Job, Leaderboard, LeaderboardFile, Submission, User
+from kernelcup.harness.spec import JobSpec, Progress, Result, Status
 
 FAKE_HARNESS = Path(__file__).with_name("fake_harness.py")
 
@@ -80,7 +80,7 @@ def submit(
     user: str = "console:alice",
 ) -> list[int]:
     """Queue ``count`` submissions of ``user`` (one job per GPU each, each with its turn in the
-    queue as ``core.submissions.submit`` gives it); their job ids, oldest first."""
+    queue as ``kernelcup.core.pipeline.submissions.submit`` gives it); their job ids, oldest first."""
     with session_scope(engine) as session:
         board = session.exec(select(Leaderboard)).first()
         person = session.exec(select(User).where(User.identity == user)).first()

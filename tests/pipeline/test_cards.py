@@ -9,11 +9,11 @@ import json
 
 import pytest
 
-from core.config import GpuConfig, Settings
-from core.runner import RunContext
-from harness.spec import JobSpec, Mode, Progress, TaskConfig
-from runners.cards import CardPool
-from runners.local import LocalRunner, detect_cards
+from kernelcup.core.config import GpuConfig, Settings
+from kernelcup.core.pipeline.runner import RunContext
+from kernelcup.harness.spec import JobSpec, Mode, Progress, TaskConfig
+from kernelcup.runners.cards import CardPool
+from kernelcup.runners.local import LocalRunner, detect_cards
 
 from .support import fake_harness
 

@@ -12,11 +12,11 @@ from sqlalchemy import update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, func, select
 
-from core.db import make_engine
-from core.jobs import Pipeline
-from core.models import Job, JobStatus, Run
-from core.runner import ProgressCallback, RunContext
-from harness.spec import JobSpec, Result
+from kernelcup.core.pipeline.jobs import Pipeline
+from kernelcup.core.pipeline.runner import ProgressCallback, RunContext
+from kernelcup.core.store.db import make_engine
+from kernelcup.core.store.models import Job, JobStatus, Run
+from kernelcup.harness.spec import JobSpec, Result
 
 from .support import FakeRunner, make_settings, seed_leaderboard, submit, wait_for_status
 

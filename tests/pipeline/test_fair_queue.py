@@ -1,4 +1,4 @@
-"""The queue takes turns across users (core.fairness): one person's 100 jobs do not push the
+"""The queue takes turns across users (kernelcup.core.pipeline.fairness): one person's 100 jobs do not push the
 next person back 100 places, and the position each job is told is the order it then runs in.
 ``engine`` runs each test on SQLite and on PostgreSQL."""
 
@@ -9,8 +9,8 @@ import asyncio
 import pytest
 from sqlalchemy.engine import Engine
 
-from core.jobs import Pipeline
-from core.models import JobStatus
+from kernelcup.core.pipeline.jobs import Pipeline
+from kernelcup.core.store.models import JobStatus
 
 from .support import FakeRunner, make_settings, seed_leaderboard, submit, wait_for_status
 

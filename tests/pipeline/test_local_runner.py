@@ -1,5 +1,5 @@
 """The local runner against real subprocesses: a fake harness that misbehaves on purpose, and
-the real ``python -m harness`` when it is there."""
+the real ``python -m kernelcup.harness`` when it is there."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from core.plugins import load_runners
-from core.runner import RunContext, RunnerError, runners_by_gpu
-from harness.spec import GpuInfo, JobSpec, Mode, Progress, Result, Status, TaskConfig
-from runners.local import LocalRunner, detect_gpu, harness_env
+from kernelcup.core.pipeline.runner import RunContext, RunnerError, runners_by_gpu
+from kernelcup.core.plugins import load_runners
+from kernelcup.harness.spec import GpuInfo, JobSpec, Mode, Progress, Result, Status, TaskConfig
+from kernelcup.runners.local import LocalRunner, detect_gpu, harness_env
 
 from .support import fake_harness, make_settings
 
@@ -230,7 +230,7 @@ async def test_a_dead_standby_is_replaced_by_a_fresh_harness() -> None:
 def test_standby_defaults_to_one_on_a_gpu_and_none_on_the_cpu() -> None:
     settings = make_settings(runner="local")
     assert LocalRunner(settings, gpu="cpu").standby_pid is None
-    from runners.local import standby_count
+    from kernelcup.runners.local import standby_count
 
     assert (standby_count(settings, "cpu"), standby_count(settings, "H100")) == (0, 1)
     settings.runners["local"]["standby"] = 0
@@ -245,7 +245,7 @@ def test_without_a_gpu_the_local_runner_serves_cpu() -> None:
 
 @pytest.mark.skipif(not (ROOT / "harness" / "__main__.py").exists(), reason="harness/__main__.py not written yet")
 async def test_the_real_harness_passes_a_correct_solution_on_the_cpu() -> None:
-    from core.tasks import read_task_folder, task_config
+    from kernelcup.core.leaderboards.tasks import read_task_folder, task_config
 
     board = ROOT / "leaderboards" / "vectoradd"
     folder = read_task_folder(board, reach=board.parent)
@@ -318,7 +318,7 @@ async def test_a_leaderboards_own_code_reaches_nothing_of_the_bot(tmp_path: Path
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """A creator's reference.py runs in the harness: the runner gives the harness a sandbox too,
     so it finds neither the bot's environment (tokens), its database, nor the network."""
-    from core.tasks import read_task_folder, task_config
+    from kernelcup.core.leaderboards.tasks import read_task_folder, task_config
 
     marker = f"xoxb-{secrets.token_hex(8)}"
     monkeypatch.setenv("SLACK_BOT_TOKEN", marker)

@@ -11,17 +11,17 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from core.db import session_scope
-from core.events import EventBus, JobEvent
-from core.jobrows import restart_failure
-from core.jobs import Pipeline
-from core.jobspec import build_spec
-from core.models import BestScore, Job, JobStatus, Run, utcnow
-from core.ranking import RankChange
-from core.runner import ProgressCallback, RunContext, RunnerError
-from core.switches import set_submissions_paused as set_paused
-from core.switches import submissions_paused as is_paused
-from harness.spec import JobSpec, Mode, Progress, Result, Status
+from kernelcup.core.leaderboards.ranking import RankChange
+from kernelcup.core.pipeline.events import EventBus, JobEvent
+from kernelcup.core.pipeline.jobrows import restart_failure
+from kernelcup.core.pipeline.jobs import Pipeline
+from kernelcup.core.pipeline.jobspec import build_spec
+from kernelcup.core.pipeline.runner import ProgressCallback, RunContext, RunnerError
+from kernelcup.core.store.db import session_scope
+from kernelcup.core.store.models import BestScore, Job, JobStatus, Run, utcnow
+from kernelcup.core.store.switches import set_submissions_paused as set_paused
+from kernelcup.core.store.switches import submissions_paused as is_paused
+from kernelcup.harness.spec import JobSpec, Mode, Progress, Result, Status
 
 from .support import FakeRunner, job, make_settings, seed_leaderboard, submit, wait_for_status
 

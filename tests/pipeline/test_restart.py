@@ -16,8 +16,8 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from core.jobrows import restart_failure
-from core.models import JobStatus, Run
+from kernelcup.core.pipeline.jobrows import restart_failure
+from kernelcup.core.store.models import JobStatus, Run
 
 from .support import job, seed_leaderboard, submit
 

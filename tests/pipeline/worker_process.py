@@ -15,10 +15,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sqlmodel import Session, col, func, select
 from support import fake_harness, make_settings
 
-from core.db import make_engine
-from core.jobs import Pipeline
-from core.models import Job, JobStatus
-from runners.local import LocalRunner
+from kernelcup.core.pipeline.jobs import Pipeline
+from kernelcup.core.store.db import make_engine
+from kernelcup.core.store.models import Job, JobStatus
+from kernelcup.runners.local import LocalRunner
 
 
 async def main(url: str, worker_id: str, behaviour: str, pidfile: str) -> None:

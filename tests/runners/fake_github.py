@@ -16,6 +16,7 @@ import io
 import itertools
 import json
 import os
+import shutil
 import sys
 import tempfile
 import zipfile
@@ -27,7 +28,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from harness.spec import Mode, Result, Status, SystemInfo, result_line
+from kernelcup.harness.spec import Mode, Result, Status, SystemInfo, result_line
 
 TOKEN = "ghp_test_token"
 REPO = "kernelcup/gpus"
@@ -190,16 +191,36 @@ async def workflow_step(inputs: dict[str, str]) -> dict[str, str]:
     """The machine runs the workflow file's own harness step with bash: the real harness."""
     [job] = yaml.safe_load(WORKFLOW_FILE.read_text())["jobs"].values()
     [step] = [s for s in job["steps"] if s.get("name") == "Run the harness"]
+    [checkout] = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/checkout")]
     with tempfile.TemporaryDirectory() as temp:
+        # The sparse checkout (cone mode: whole folders, links kept as links), so a folder the
+        # harness needs and the workflow forgets fails here as it would on the machine.
+        workspace = Path(temp) / "workspace"
+        for folder in checkout["with"]["sparse-checkout"].split():
+            shutil.copytree(WORKFLOW_FILE.parents[2] / folder, workspace / folder, symlinks=True,
+                            ignore=shutil.ignore_patterns("__pycache__"))
         env = {
             "PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", temp), "RUNNER_TEMP": temp,
-            "GITHUB_WORKSPACE": str(WORKFLOW_FILE.parents[2]), "SPEC": inputs["spec"],
-            "KILL_AFTER_S": inputs["kill_after_s"], "HARNESS_PYTHON": sys.executable,
+            "GITHUB_WORKSPACE": str(workspace), "SPEC": inputs["spec"],
+            "KILL_AFTER_S": inputs["kill_after_s"], "HARNESS_PYTHON": _machine_python(Path(temp)),
         }
         process = await asyncio.create_subprocess_exec("bash", "-e", "-c", step["run"], env=env)
         await process.wait()
         out = Path(temp) / "kernelcup-out"
         return {path.name: path.read_text() for path in out.iterdir()}
+
+
+def _machine_python(folder: Path) -> str:
+    """This Python as the GPU machine's, which has torch but not kernelcup: ``python -m X`` with
+    the editable install's finder removed, so only the checked-out workspace can provide X."""
+    script = folder / "machine-python"
+    code = ("import runpy, sys; "
+            "sys.meta_path[:] = [f for f in sys.meta_path if '__editable__' not in getattr(f, '__module__', '')]; "
+            "assert sys.argv[1] == '-m'; sys.argv = [sys.argv[2], *sys.argv[3:]]; "
+            "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)")
+    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -c "{code}" "$@"\n')
+    script.chmod(0o755)
+    return str(script)
 
 
 def _zip(files: dict[str, str]) -> bytes:

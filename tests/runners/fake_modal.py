@@ -1,4 +1,4 @@
-"""A local stand-in for Modal's side of ``runners.modal.ModalClient``, behaving as Modal documents.
+"""A local stand-in for Modal's side of ``kernelcup.runners.modal.ModalClient``, behaving as Modal documents.
 
 ``spawn`` returns a function-call id at once and the call runs on ("remote") until it ends;
 ``get(timeout)`` raises the builtin TimeoutError while it runs, the call's own error when it
@@ -18,7 +18,7 @@ from typing import Any
 
 import modal.exception
 
-from harness.spec import Mode, Progress, Result, Status, SystemInfo, progress_line, result_line
+from kernelcup.harness.spec import Mode, Progress, Result, Status, SystemInfo, progress_line, result_line
 
 Report = Callable[[str], None]
 Remote = Callable[[str, float, Report], Awaitable[dict[str, Any]]]
@@ -141,7 +141,7 @@ def failing(error: BaseException, seconds: float = 0.0) -> Remote:
 
 def real_function(name: str) -> Remote:
     """The deployed GPU function's real body, run in-process with ``.local()`` (the real harness)."""
-    from runners.modal_app import GPU_FUNCTIONS
+    from kernelcup.runners.modal_app import GPU_FUNCTIONS
 
     async def remote(spec_json: str, kill_after_s: float, report: Report) -> dict[str, Any]:
         output: dict[str, Any] = await asyncio.to_thread(GPU_FUNCTIONS[name].local, spec_json, kill_after_s)

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from core.config import GpuConfig, Settings
-from core.runner import RunContext, RunnerError
-from core.timeouts import platform_timeout_s
-from harness.spec import GpuInfo, JobSpec, Mode, Progress, Result, Status, TaskConfig
-from runners.github import GitHubRunner
+from kernelcup.core.config import GpuConfig, Settings
+from kernelcup.core.pipeline.runner import RunContext, RunnerError
+from kernelcup.core.pipeline.timeouts import platform_timeout_s
+from kernelcup.harness.spec import GpuInfo, JobSpec, Mode, Progress, Result, Status, TaskConfig
+from kernelcup.runners.github import GitHubRunner
 from tests.harness.conftest import leaderboard_spec
 from tests.runners.fake_github import (
     REPO,

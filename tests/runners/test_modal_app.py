@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from core.config import load_settings
-from core.runner import RunContext
-from core.timeouts import platform_timeout_s, runner_limit
-from harness.spec import Mode, Progress, Result, Status, parse_line
-from runners import modal_app
-from runners.modal import ModalRunner, deployment
+from kernelcup.core.config import load_settings
+from kernelcup.core.pipeline.runner import RunContext
+from kernelcup.core.pipeline.timeouts import platform_timeout_s, runner_limit
+from kernelcup.harness.spec import Mode, Progress, Result, Status, parse_line
+from kernelcup.runners import modal_app
+from kernelcup.runners.modal import ModalRunner, deployment
 from tests.harness.conftest import leaderboard_spec
 from tests.runners.fake_modal import FakeModal, real_function
 
@@ -126,11 +126,28 @@ def test_the_harness_gets_none_of_the_bots_secrets(monkeypatch: pytest.MonkeyPat
 
 def test_the_container_defines_the_same_functions_from_the_baked_table_without_core() -> None:
     probe = (
-        "import sys; sys.modules['core'] = None; sys.modules['yaml'] = None\n"  # neither is in the image
-        "import runners.modal_app as m; print(sorted(m.GPU_FUNCTIONS))"
+        "import sys; sys.modules['kernelcup.core'] = None; sys.modules['yaml'] = None\n"  # neither is in the image
+        "import kernelcup.runners.modal_app as m; print(sorted(m.GPU_FUNCTIONS))"
     )
     env = {**os.environ, modal_app.TABLE_ENV: json.dumps(modal_app.DEPLOYMENT)}
     answer = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=ROOT,
                             timeout=60)
     assert answer.returncode == 0, answer.stderr
     assert answer.stdout.strip() == str(sorted(modal_app.GPU_FUNCTIONS))
+
+
+def test_a_deploy_from_the_checkout_puts_this_app_and_the_harness_under_kernelcup_in_the_image() -> None:
+    """What the container gets: Modal's own mount of the app's top package (``kernelcup``, which it
+    walks without following the links of a checkout) and the image's sources, as Modal lists the
+    files to upload (a private API: ``modal.mount._Mount``)."""
+    from modal.mount import _Mount
+
+    def remote_files(*packages: str) -> set[str]:
+        mount = _Mount._from_local_python_packages(*packages)
+        return {str(remote) for entry in mount.entries for _, remote in entry.get_files_to_upload()}
+
+    uploaded = remote_files("kernelcup") | remote_files(*modal_app.IMAGE_SOURCES)
+    assert {"/root/kernelcup/__init__.py", "/root/kernelcup/runners/__init__.py",
+            "/root/kernelcup/runners/modal_app.py", "/root/kernelcup/harness/__main__.py",
+            "/root/kernelcup/harness/child.py", "/root/kernelcup/harness/sandbox.py"} <= uploaded
+    assert not any(path.startswith(("/root/kernelcup/core/", "/root/harness/", "/root/runners/")) for path in uploaded)

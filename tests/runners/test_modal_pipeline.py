@@ -16,12 +16,12 @@ from sqlalchemy import update
 from sqlalchemy.engine import Engine
 from sqlmodel import col
 
-from core.config import GpuConfig, Limits, Settings
-from core.db import session_scope
-from core.jobs import Pipeline
-from core.models import Job, JobStatus, utcnow
-from harness.spec import GpuInfo, JobSpec, Mode, TaskConfig
-from runners.modal import ModalRunner
+from kernelcup.core.config import GpuConfig, Limits, Settings
+from kernelcup.core.pipeline.jobs import Pipeline
+from kernelcup.core.store.db import session_scope
+from kernelcup.core.store.models import Job, JobStatus, utcnow
+from kernelcup.harness.spec import GpuInfo, JobSpec, Mode, TaskConfig
+from kernelcup.runners.modal import ModalRunner
 from tests.pipeline.support import job, seed_leaderboard, submit, wait_for_status
 from tests.runners.fake_modal import FakeModal, Remote, Report, harness_output
 

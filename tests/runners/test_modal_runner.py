@@ -11,10 +11,10 @@ from typing import Any
 import modal.exception
 import pytest
 
-from core.config import GpuConfig, Settings
-from core.runner import RunContext, RunnerError
-from harness.spec import GpuInfo, JobSpec, Mode, Progress, Result, Status, TaskConfig
-from runners.modal import ModalRunner, ModalSDK
+from kernelcup.core.config import GpuConfig, Settings
+from kernelcup.core.pipeline.runner import RunContext, RunnerError
+from kernelcup.harness.spec import GpuInfo, JobSpec, Mode, Progress, Result, Status, TaskConfig
+from kernelcup.runners.modal import ModalRunner, ModalSDK
 from tests.runners.fake_modal import FakeModal, failing, harness_output
 
 H100 = GpuConfig("H100", "modal", 3350, 989, {"modal_gpu": "H100!"})
@@ -190,7 +190,8 @@ async def test_a_quota_refusal_is_a_clear_error(recorder: Recorder) -> None:
 
 async def test_an_undeployed_function_says_how_to_deploy(recorder: Recorder) -> None:
     modal_side = FakeModal(harness_output(), functions=("run_t4",))
-    with pytest.raises(RunnerError, match=r"run_h100 of app 'kernelcup' not found.*modal deploy -m runners.modal_app"):
+    with pytest.raises(RunnerError,
+                       match=r"run_h100 of app 'kernelcup' not found.*modal deploy -m kernelcup.runners.modal_app"):
         await run(ModalRunner(SETTINGS, client=modal_side), spec(), recorder)
 
 

@@ -21,14 +21,14 @@ import time_machine
 from sqlalchemy.engine import Engine
 from sqlmodel import func, select
 
-from core.announcements import Occasion
-from core.app import Kernelcup
-from core.config import Limits, Settings, load_settings
-from core.db import make_engine, session_scope
-from core.messages import Actor, Attachment, Reply, Request
-from core.models import Leaderboard
-from core.runner import ProgressCallback, RunContext, Runner
-from harness.spec import CaseResult, JobSpec, Mode, Progress, Result, Status
+from kernelcup.core.app import Kernelcup
+from kernelcup.core.config import Limits, Settings, load_settings
+from kernelcup.core.messages import Actor, Attachment, Reply, Request
+from kernelcup.core.pipeline.runner import ProgressCallback, RunContext, Runner
+from kernelcup.core.scheduling.announcements import Occasion
+from kernelcup.core.store.db import make_engine, session_scope
+from kernelcup.core.store.models import Leaderboard
+from kernelcup.harness.spec import CaseResult, JobSpec, Mode, Progress, Result, Status
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)

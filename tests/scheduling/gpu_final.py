@@ -33,13 +33,13 @@ sys.path.insert(0, str(ROOT))
 
 from sqlmodel import col, select  # noqa: E402
 
-from core.announcements import Announcement, Occasion  # noqa: E402
-from core.app import Kernelcup  # noqa: E402
-from core.config import load_settings  # noqa: E402
-from core.db import make_engine, session_scope, upgrade  # noqa: E402
-from core.messages import Actor, Attachment, Reply, Request  # noqa: E402
-from core.models import FINAL_MODE, FinalRun, Job, Run, User  # noqa: E402
-from runners.local import LocalRunner  # noqa: E402
+from kernelcup.core.app import Kernelcup  # noqa: E402
+from kernelcup.core.config import load_settings  # noqa: E402
+from kernelcup.core.messages import Actor, Attachment, Reply, Request  # noqa: E402
+from kernelcup.core.scheduling.announcements import Announcement, Occasion  # noqa: E402
+from kernelcup.core.store.db import make_engine, session_scope, upgrade  # noqa: E402
+from kernelcup.core.store.models import FINAL_MODE, FinalRun, Job, Run, User  # noqa: E402
+from kernelcup.runners.local import LocalRunner  # noqa: E402
 
 SLOWER = b'''#!POPCORN leaderboard identity
 """A copy through a temporary: twice the memory traffic."""
@@ -186,11 +186,11 @@ if __name__ == "__main__":
     if options.harness_user is not None or options.full_env:
         import os
 
-        import runners.local
+        import kernelcup.runners.local
 
-        plain_env = runners.local.harness_env
+        plain_env = kernelcup.runners.local.harness_env
         extra = dict(os.environ) if options.full_env else {}
         if options.harness_user is not None:
             extra["KERNELCUP_HARNESS_USER"] = options.harness_user
-        runners.local.harness_env = lambda environ=None: {**extra, **plain_env(environ)}  # type: ignore[misc]
+        kernelcup.runners.local.harness_env = lambda environ=None: {**extra, **plain_env(environ)}  # type: ignore[misc]
     sys.exit(asyncio.run(main(options.rounds, options.small, options.out, options.probe)))

@@ -8,8 +8,8 @@ from datetime import timedelta
 import time_machine
 from sqlalchemy.engine import Engine
 
-from core.announcements import Occasion
-from core.models import ReminderSent
+from kernelcup.core.scheduling.announcements import Occasion
+from kernelcup.core.store.models import ReminderSent
 from tests.scheduling.conftest import (
     ADMIN,
     ALICE,

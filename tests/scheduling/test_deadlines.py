@@ -7,9 +7,9 @@ from datetime import timedelta
 import time_machine
 from sqlalchemy.engine import Engine
 
-from core.announcements import Occasion
-from core.messages import Table
-from core.models import FINAL_MODE, Submission
+from kernelcup.core.messages import Table
+from kernelcup.core.scheduling.announcements import Occasion
+from kernelcup.core.store.models import FINAL_MODE, Submission
 from tests.scheduling.conftest import (
     ALICE,
     BOB,

@@ -11,12 +11,12 @@ from rich.console import Console
 from sqlalchemy.engine import Engine
 from sqlmodel import col, select
 
-from adapters.terminal.console import ConsoleAdapter
-from core.announcements import Occasion
-from core.db import session_scope
-from core.messages import Table
-from core.models import FINAL_MODE, FinalStanding, Job, Submission
-from harness.spec import Mode
+from kernelcup.adapters.terminal.console import ConsoleAdapter
+from kernelcup.core.messages import Table
+from kernelcup.core.scheduling.announcements import Occasion
+from kernelcup.core.store.db import session_scope
+from kernelcup.core.store.models import FINAL_MODE, FinalStanding, Job, Submission
+from kernelcup.harness.spec import Mode
 from tests.scheduling.conftest import (
     ALICE,
     BOB,

@@ -10,10 +10,10 @@ import time_machine
 from sqlalchemy.engine import Engine
 from sqlmodel import col, select
 
-from core.announcements import Occasion
-from core.db import session_scope
-from core.models import FinalStanding
-from runners.local import LocalRunner
+from kernelcup.core.scheduling.announcements import Occasion
+from kernelcup.core.store.db import session_scope
+from kernelcup.core.store.models import FinalStanding
+from kernelcup.runners.local import LocalRunner
 from tests.scheduling.conftest import ALICE, BOB, NOW, ROOT, Bots, eventually, settings_for
 from tests.scheduling.gpu_final import tiny_identity
 

@@ -12,10 +12,10 @@ import time_machine
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
-from core.announcements import Occasion
-from core.db import make_engine
-from core.models import FINAL_MODE, FinalStanding, ReminderSent, Submission
-from core.scheduling import Scheduling
+from kernelcup.core.scheduling.announcements import Occasion
+from kernelcup.core.scheduling.scheduler import Scheduling
+from kernelcup.core.store.db import make_engine
+from kernelcup.core.store.models import FINAL_MODE, FinalStanding, ReminderSent, Submission
 from tests.scheduling.conftest import (
     ALICE,
     BOB,

@@ -7,13 +7,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from core.config import load_settings
-from core.deadlines import BoardState
-from core.models import FinalRun
-from core.schedule_config import ScheduleConfig, parse_duration
-from core.scheduling import CLOSE, OPENED, REMIND, plan
-from core.standings_final import Entry, Measure, measure, rank_entries
-from harness.spec import CaseResult, Mode, Result, Status
+from kernelcup.core.config import load_settings
+from kernelcup.core.scheduling.deadlines import BoardState
+from kernelcup.core.scheduling.schedule_config import ScheduleConfig, parse_duration
+from kernelcup.core.scheduling.scheduler import CLOSE, OPENED, REMIND, plan
+from kernelcup.core.scheduling.standings_final import Entry, Measure, measure, rank_entries
+from kernelcup.core.store.models import FinalRun
+from kernelcup.harness.spec import CaseResult, Mode, Result, Status
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 CONFIG = ScheduleConfig()

@@ -21,13 +21,13 @@ from typing import Any
 import aiohttp
 import pytest
 
-from adapters.slack.adapter import SlackAdapter
-from core.app import Kernelcup
-from core.config import Settings, load_settings
-from core.db import make_engine
-from core.runner import ProgressCallback, RunContext
-from harness.spec import JobSpec, Progress, Result, Status
-from runners.local import LocalRunner
+from kernelcup.adapters.slack.adapter import SlackAdapter
+from kernelcup.core.app import Kernelcup
+from kernelcup.core.config import Settings, load_settings
+from kernelcup.core.pipeline.runner import ProgressCallback, RunContext
+from kernelcup.core.store.db import make_engine
+from kernelcup.harness.spec import JobSpec, Progress, Result, Status
+from kernelcup.runners.local import LocalRunner
 from tests.slack.fake_slack import APP_TOKEN, BOT_TOKEN, TEAM, FakeSlack
 
 ROOT = Path(__file__).resolve().parents[2]

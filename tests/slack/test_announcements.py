@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from core.announcements import Announcement, Occasion
-from core.messages import File, Reply, Table, Text
+from kernelcup.core.messages import File, Reply, Table, Text
+from kernelcup.core.scheduling.announcements import Announcement, Occasion
 from tests.slack.conftest import DM, file_message, posts_in, solution
 from tests.slack.fake_slack import block_text
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.commands.catalog import commands
+from kernelcup.core.commands.catalog import commands
 from tests.slack.conftest import ADMIN, CHANNEL, USER
 from tests.slack.fake_slack import block_text
 

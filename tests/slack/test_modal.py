@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from adapters.slack.modal import CALLBACK_ID, LEADERBOARD_ACTION
+from kernelcup.adapters.slack.modal import CALLBACK_ID, LEADERBOARD_ACTION
 from tests.slack.conftest import CHANNEL, USER, InstantRunner, local_runner, solution
 from tests.slack.fake_slack import TEAM, block_text
 

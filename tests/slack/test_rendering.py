@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from adapters.slack.blocks import render
-from adapters.slack.parsing import file_comment, slash_command
-from core.messages import Code, File, Reply, Table, Text
+from kernelcup.adapters.slack.blocks import render
+from kernelcup.adapters.slack.parsing import file_comment, slash_command
+from kernelcup.core.messages import Code, File, Reply, Table, Text
 
 
 def test_the_second_word_of_submit_is_the_leaderboard_since_slack_names_no_file() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from adapters.slack.blocks import GPU_CHOICE_ACTION, GPU_SUBMIT_ACTION
+from kernelcup.adapters.slack.blocks import GPU_CHOICE_ACTION, GPU_SUBMIT_ACTION
 from tests.slack.conftest import CHANNEL, DM, USER, GatedRunner, InstantRunner, file_message, posts_in, solution
 from tests.slack.fake_slack import TEAM, FakeSlack, block_text
 

@@ -16,12 +16,12 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import col, select
 
-from adapters.slack.adapter import SlackAdapter
-from core.app import Kernelcup
-from core.db import make_engine, session_scope
-from core.delivery import RESUMED_NOTE
-from core.messages import Actor, Attachment, Request
-from core.models import Submission
+from kernelcup.adapters.slack.adapter import SlackAdapter
+from kernelcup.core.app import Kernelcup
+from kernelcup.core.messages import Actor, Attachment, Request
+from kernelcup.core.pipeline.delivery import RESUMED_NOTE
+from kernelcup.core.store.db import make_engine, session_scope
+from kernelcup.core.store.models import Submission
 from tests.slack.conftest import (
     CHANNEL,
     DM,
@@ -233,8 +233,8 @@ async def test_a_report_sent_while_a_progress_check_waits_is_sent_once(fake: Fak
     the report, once."""
     from slack_sdk.web.async_client import AsyncWebClient
 
-    from adapters.slack.blocks import SlackMessage
-    from adapters.slack.live import LiveMessage
+    from kernelcup.adapters.slack.blocks import SlackMessage
+    from kernelcup.adapters.slack.live import LiveMessage
 
     client = AsyncWebClient(token=BOT_TOKEN, base_url=fake.api_url)
     posted = await client.chat_postMessage(channel=DM, text="queued")

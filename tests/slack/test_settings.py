@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from adapters.slack.adapter import SlackAdapter
-from adapters.slack.settings import SlackConfigError, SlackSettings
-from core.config import load_settings
+from kernelcup.adapters.slack.adapter import SlackAdapter
+from kernelcup.adapters.slack.settings import SlackConfigError, SlackSettings
+from kernelcup.core.config import load_settings
 
 
 def settings(**slack: object):

@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.engine import Engine
 from sqlmodel import select
 
-from core.db import session_scope
-from core.models import BestScore, Code, Job, Leaderboard, LeaderboardGpu, Run, Submission, User
-from core.ranking import RankChange, record_run
+from kernelcup.core.leaderboards.ranking import RankChange, record_run
+from kernelcup.core.store.db import session_scope
+from kernelcup.core.store.models import BestScore, Code, Job, Leaderboard, LeaderboardGpu, Run, Submission, User
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 SOURCE = "def custom_kernel(data):\n    return data\n"

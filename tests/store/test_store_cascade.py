@@ -6,8 +6,8 @@ from sqlalchemy import func
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, SQLModel, col, select
 
-from core.db import session_scope
-from core.models import (
+from kernelcup.core.store.db import session_scope
+from kernelcup.core.store.models import (
     BestScore,
     Code,
     Job,

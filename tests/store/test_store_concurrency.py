@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from functools import partial
 
-from core.ranking import RankChange
+from kernelcup.core.leaderboards.ranking import RankChange
 
 from .scenario import Scenario
 

@@ -9,8 +9,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import StatementError
 from sqlmodel import Session, col, select
 
-from core.db import make_engine, session_scope
-from core.models import Leaderboard
+from kernelcup.core.store.db import make_engine, session_scope
+from kernelcup.core.store.models import Leaderboard
 
 PARIS_SUMMER = timezone(timedelta(hours=2))
 

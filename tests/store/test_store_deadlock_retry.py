@@ -8,8 +8,8 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from core.db import in_transaction, session_scope
-from core.models import User
+from kernelcup.core.store.db import in_transaction, session_scope
+from kernelcup.core.store.models import User
 
 
 def test_both_sides_of_a_deadlock_complete(engine: Engine) -> None:

@@ -15,8 +15,9 @@ from sqlalchemy import inspect
 from sqlalchemy.engine import Engine
 from sqlmodel import SQLModel
 
-import core.models  # noqa: F401  (the tables to compare with)
-from core.db import (
+import kernelcup.core.store.models  # noqa: F401  (the tables to compare with)
+from kernelcup.core.errors import StoreUnavailable
+from kernelcup.core.store.db import (
     MIGRATIONS_DIR,
     alembic_config,
     check_reachable,
@@ -26,7 +27,6 @@ from core.db import (
     make_engine,
     upgrade,
 )
-from core.errors import StoreUnavailable
 
 HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()
 

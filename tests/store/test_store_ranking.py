@@ -8,9 +8,16 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from core.db import session_scope
-from core.models import BestScore, User
-from core.ranking import RankChange, competition_ranks, entry_counts, rank_of, rebuild_best, standings
+from kernelcup.core.leaderboards.ranking import (
+    RankChange,
+    competition_ranks,
+    entry_counts,
+    rank_of,
+    rebuild_best,
+    standings,
+)
+from kernelcup.core.store.db import session_scope
+from kernelcup.core.store.models import BestScore, User
 
 from .scenario import Scenario
 

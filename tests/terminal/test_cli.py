@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from adapters.terminal.cli import handle_request
-from adapters.terminal.render import TerminalRenderer
-from adapters.terminal.session import open_app, terminal_actor
-from core.config import load_settings
-from core.messages import Attachment, Request
-from runners.local import LocalRunner
+from kernelcup.adapters.terminal.cli import handle_request
+from kernelcup.adapters.terminal.render import TerminalRenderer
+from kernelcup.adapters.terminal.session import open_app, terminal_actor
+from kernelcup.core.config import load_settings
+from kernelcup.core.messages import Attachment, Request
+from kernelcup.runners.local import LocalRunner
 
 ROOT = Path(__file__).resolve().parents[2]
-KERNELCUP = [sys.executable, "-m", "adapters.terminal"]
+KERNELCUP = [sys.executable, "-m", "kernelcup.adapters.terminal"]
 
 
 def kernelcup(tmp_path: Path, *args: str, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
@@ -159,9 +159,9 @@ def test_the_command_line_and_the_hand_off_load_without_the_store_or_torch() -> 
     """What every command pays before it does anything, and all that a command handed to a
     running server pays: the registry, Typer and Rich; the store, Alembic, the scheduler, the
     runners and torch come with the embedded commands that use them."""
-    probe = ("import sys, adapters.terminal.cli, adapters.terminal.handoff; "
+    probe = ("import sys, kernelcup.adapters.terminal.cli, kernelcup.adapters.terminal.handoff; "
              "print(' '.join(m for m in ('sqlalchemy', 'sqlmodel', 'alembic', 'apscheduler', 'torch', 'modal', "
-             "'httpx', 'runners.local') if m in sys.modules))")
+             "'httpx', 'kernelcup.runners.local') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == []

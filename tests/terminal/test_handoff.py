@@ -24,13 +24,13 @@ from pathlib import Path
 
 import pytest
 
-from adapters.terminal.handoff import hand_off, reply_from_json, reply_json, socket_path
-from adapters.terminal.handoff_listener import HandoffListener
-from core.config import load_settings
-from core.messages import Code, File, Image, Problem, ProgressBlock, Reply, Table, Text
+from kernelcup.adapters.terminal.handoff import hand_off, reply_from_json, reply_json, socket_path
+from kernelcup.adapters.terminal.handoff_listener import HandoffListener
+from kernelcup.core.config import load_settings
+from kernelcup.core.messages import Code, File, Image, Problem, ProgressBlock, Reply, Table, Text
 
 ROOT = Path(__file__).resolve().parents[2]
-KERNELCUP = [sys.executable, "-m", "adapters.terminal"]
+KERNELCUP = [sys.executable, "-m", "kernelcup.adapters.terminal"]
 SOLUTION = ROOT / "leaderboards/identity/solutions/pytorch.py"
 
 
@@ -182,7 +182,7 @@ def test_a_server_of_another_database_declines_and_nothing_runs_there(
 
             from rich.console import Console
 
-            from adapters.terminal.render import TerminalRenderer
+            from kernelcup.adapters.terminal.render import TerminalRenderer
 
             handed = await hand_off(ours, "list", {}, [], "tester", TerminalRenderer(Console(file=StringIO()), short))
             assert handed.exit_code is None

@@ -20,18 +20,18 @@ import httpx
 import pytest
 from sqlalchemy.engine import Engine
 
-from adapters.web.adapter import WebAdapter
-from adapters.web.app import create_app
-from adapters.web.settings import WebSettings
-from core.app import Kernelcup
-from core.config import Settings, load_settings
-from core.db import make_engine, session_scope, upgrade
-from core.messages import Actor
-from core.runner import ProgressCallback, RunContext
-from core.tokens import issue_token
-from core.users import user_for
-from harness import scoring
-from harness.spec import CaseResult, JobSpec, Mode, Progress, Result, Status, SystemInfo
+from kernelcup.adapters.web.adapter import WebAdapter
+from kernelcup.adapters.web.app import create_app
+from kernelcup.adapters.web.settings import WebSettings
+from kernelcup.core.access.tokens import issue_token
+from kernelcup.core.access.users import user_for
+from kernelcup.core.app import Kernelcup
+from kernelcup.core.config import Settings, load_settings
+from kernelcup.core.messages import Actor
+from kernelcup.core.pipeline.runner import ProgressCallback, RunContext
+from kernelcup.core.store.db import make_engine, session_scope, upgrade
+from kernelcup.harness import scoring
+from kernelcup.harness.spec import CaseResult, JobSpec, Mode, Progress, Result, Status, SystemInfo
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)

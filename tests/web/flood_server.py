@@ -14,9 +14,9 @@ import os
 import resource
 import sys
 
-from adapters.web.adapter import WebAdapter
-from core.db import make_engine, upgrade
-from core.logging import configure_logging
+from kernelcup.adapters.web.adapter import WebAdapter
+from kernelcup.core.logging import configure_logging
+from kernelcup.core.store.db import make_engine, upgrade
 from tests.web.conftest import Clock, ScriptedRunner, build_app, web_settings_of
 
 DESCRIPTORS = 256

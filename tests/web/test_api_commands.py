@@ -8,7 +8,7 @@ import zipfile
 
 import httpx
 
-from core.commands.catalog import commands
+from kernelcup.core.commands.catalog import commands
 from tests.web.conftest import ROOT, Tokens, bearer
 
 

@@ -6,9 +6,9 @@ import httpx
 import pytest
 from sqlmodel import select
 
-from core.app import Kernelcup
-from core.db import session_scope
-from core.models import Leaderboard
+from kernelcup.core.app import Kernelcup
+from kernelcup.core.store.db import session_scope
+from kernelcup.core.store.models import Leaderboard
 from tests.web.conftest import ALICE, BOB, Tokens, bearer, finish, solution, submit
 
 

@@ -9,7 +9,7 @@ import threading
 
 import httpx
 
-from core.app import Kernelcup
+from kernelcup.core.app import Kernelcup
 from tests.web.conftest import ScriptedRunner, Tokens, bearer, finish, solution, submit
 
 

@@ -19,8 +19,8 @@ import httpx
 import pytest
 from sqlalchemy.engine import Engine
 
-from adapters.web.streams import EventStreams
-from core.app import Kernelcup
+from kernelcup.adapters.web.streams import EventStreams
+from kernelcup.core.app import Kernelcup
 from tests.web.conftest import (
     ALICE,
     Clock,

@@ -9,11 +9,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from adapters.web.app import create_app
-from adapters.web.settings import WebSettings
-from core.app import Kernelcup
-from core.db import make_engine, upgrade
-from runners.local import LocalRunner
+from kernelcup.adapters.web.app import create_app
+from kernelcup.adapters.web.settings import WebSettings
+from kernelcup.core.app import Kernelcup
+from kernelcup.core.store.db import make_engine, upgrade
+from kernelcup.runners.local import LocalRunner
 from tests.web.conftest import ALICE, NOW, bearer, make_settings, solution, submit, token_for
 from tests.web.test_api_submit import events_of
 

@@ -12,8 +12,8 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from adapters.web.auth import COOKIE
-from core.db import make_engine, upgrade
+from kernelcup.adapters.web.auth import COOKIE
+from kernelcup.core.store.db import make_engine, upgrade
 from tests.web.conftest import ALICE, BOB, Clock, ScriptedRunner, ServerThread, bearer, build_app, solution, token_for
 
 CHROMIUM = Path("/usr/bin/chromium")

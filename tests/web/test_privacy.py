@@ -12,14 +12,14 @@ import httpx
 import pytest
 from sqlmodel import select
 
-from adapters.web.app import create_app
-from adapters.web.auth import COOKIE
-from adapters.web.settings import WebSettings
-from core.app import Kernelcup
-from core.commands.catalog import commands
-from core.commands.registry import Kind
-from core.db import session_scope
-from core.models import Leaderboard
+from kernelcup.adapters.web.app import create_app
+from kernelcup.adapters.web.auth import COOKIE
+from kernelcup.adapters.web.settings import WebSettings
+from kernelcup.core.app import Kernelcup
+from kernelcup.core.commands.catalog import commands
+from kernelcup.core.commands.registry import Kind
+from kernelcup.core.store.db import session_scope
+from kernelcup.core.store.models import Leaderboard
 from tests.web.conftest import ALICE, Clock, Tokens, bearer, finish, solution, submit
 from tests.web.test_signin import sign_in
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from core.db import make_engine, upgrade
+from kernelcup.core.store.db import make_engine, upgrade
 from tests.web.conftest import ALICE, BOB, ROOT, Clock, ScriptedRunner, ServerThread, build_app, token_for
 
-KERNELCUP = [sys.executable, "-m", "adapters.terminal"]
+KERNELCUP = [sys.executable, "-m", "kernelcup.adapters.terminal"]
 
 
 @pytest.fixture(scope="module")

@@ -6,11 +6,11 @@ from datetime import timedelta
 
 import httpx
 
-from adapters.terminal.remote import reply_of
-from adapters.web.charts import Point, Series, score_chart
-from adapters.web.markdown import render
-from adapters.web.replies import reply_out, status_of
-from core.messages import Code, File, Image, Problem, ProgressBlock, Reply, Table, Text
+from kernelcup.adapters.terminal.remote import reply_of
+from kernelcup.adapters.web.charts import Point, Series, score_chart
+from kernelcup.adapters.web.markdown import render
+from kernelcup.adapters.web.replies import reply_out, status_of
+from kernelcup.core.messages import Code, File, Image, Problem, ProgressBlock, Reply, Table, Text
 from tests.web.conftest import NOW
 
 

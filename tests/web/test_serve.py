@@ -16,8 +16,8 @@ import httpx
 import pytest
 from structlog.testing import capture_logs
 
-from adapters.web.adapter import WebAdapter
-from core.app import Kernelcup
+from kernelcup.adapters.web.adapter import WebAdapter
+from kernelcup.core.app import Kernelcup
 from tests.web.conftest import ROOT, web_settings_of
 
 pytestmark = pytest.mark.slow
@@ -33,8 +33,8 @@ def test_serve_starts_the_pages_and_api_on_localhost(tmp_path: Path) -> None:
            "KERNELCUP_DATABASE_URL": f"sqlite:///{tmp_path}/kernelcup.db",
            "KERNELCUP_LEADERBOARDS_DIR": str(ROOT / "leaderboards"), "KERNELCUP_WEB__PORT": "0",
            "KERNELCUP_LOGGING__FORMAT": "json"}
-    process = subprocess.Popen([sys.executable, "-m", "adapters.terminal", "serve", "--no-console"], cwd=tmp_path,
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen([sys.executable, "-m", "kernelcup.adapters.terminal", "serve", "--no-console"],
+                               cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         url = None
         deadline = time.monotonic() + 60

@@ -9,11 +9,11 @@ import re
 import httpx
 from sqlalchemy import text
 
-from adapters.web.app import create_app
-from adapters.web.auth import COOKIE
-from adapters.web.csrf import FORM_COOKIE
-from core.app import Kernelcup
-from core.messages import Request
+from kernelcup.adapters.web.app import create_app
+from kernelcup.adapters.web.auth import COOKIE
+from kernelcup.adapters.web.csrf import FORM_COOKIE
+from kernelcup.core.app import Kernelcup
+from kernelcup.core.messages import Request
 from tests.web.conftest import BOB, Tokens
 
 FORM_VALUE = re.compile(r'name="csrf" value="([^"]*)"')

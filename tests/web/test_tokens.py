@@ -7,10 +7,10 @@ import hashlib
 import httpx
 from sqlmodel import select
 
-from core.app import Kernelcup
-from core.db import session_scope
-from core.messages import Code, Reply, Request
-from core.models import ApiToken
+from kernelcup.core.app import Kernelcup
+from kernelcup.core.messages import Code, Reply, Request
+from kernelcup.core.store.db import session_scope
+from kernelcup.core.store.models import ApiToken
 from tests.web.conftest import ADMIN, ALICE, BOB, bearer
 
 

@@ -1,0 +1,243 @@
+"""Leaderboards: finding one by name, creating one from a task folder, syncing a folder of them."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlmodel import Session, col, delete, select
+
+from kernelcup.core.errors import NotFound, UserError
+from kernelcup.core.leaderboards import task_fields
+from kernelcup.core.leaderboards.problem_sets import find_task_folders
+from kernelcup.core.leaderboards.task_fields import gpus_for_ranks, nvidia_gpus, refuse_unsupported
+from kernelcup.core.leaderboards.tasks import DEFAULT_RANKING, TaskFolder, read_task_folder
+from kernelcup.core.store.models import Leaderboard, LeaderboardFile, LeaderboardGpu
+
+TEMPLATES_KEY = "x-kernelcup-templates"  # kept beside the parsed task; never sent to the harness
+
+
+def get_leaderboard(session: Session, name: str, *, include_hidden: bool = True) -> Leaderboard:
+    board = session.exec(select(Leaderboard).where(Leaderboard.name == name)).first()
+    if board is not None and (include_hidden or board.visibility == "public"):
+        return board
+    # The hint names public leaderboards only: a hidden one is never revealed by a typo.
+    names = list(session.exec(select(Leaderboard.name).where(Leaderboard.visibility == "public")).all())
+    closest = difflib.get_close_matches(name, names, n=1)
+    hint = f"Did you mean {closest[0]}? " if closest else ""
+    hint += f"Leaderboards: {', '.join(sorted(names))}." if names else "There are no leaderboards yet."
+    raise NotFound(f"There is no leaderboard {name!r}.", hint)
+
+
+def has_leaderboards(session: Session) -> bool:
+    """False on a fresh store, before the first sync."""
+    return session.exec(select(Leaderboard.id)).first() is not None
+
+
+def leaderboard_gpus(session: Session, board_id: int) -> list[str]:
+    rows = session.exec(select(LeaderboardGpu.gpu).where(LeaderboardGpu.leaderboard_id == board_id))
+    return sorted(rows.all())
+
+
+def task_of(board: Leaderboard) -> dict[str, Any]:
+    task: dict[str, Any] = json.loads(board.task_json)
+    return task
+
+
+def world_size_of(board: Leaderboard) -> int:
+    """The ranks (GPUs) every run of a multi-GPU leaderboard uses; 0 for a single-GPU one."""
+    return task_fields.world_size(task_of(board))
+
+
+def multi_gpu_note(board: Leaderboard) -> str:
+    """``"multi-GPU, 2 GPUs per run"`` for a multi-GPU leaderboard, else ``""``."""
+    ranks = world_size_of(board)
+    return f"multi-GPU, {ranks} GPU{'s' if ranks != 1 else ''} per run" if ranks else ""
+
+
+def templates_of(board: Leaderboard) -> dict[str, str]:
+    return dict(task_of(board).get(TEMPLATES_KEY, {}))
+
+
+def task_files(session: Session, board_id: int) -> dict[str, str]:
+    rows = session.exec(select(LeaderboardFile).where(LeaderboardFile.leaderboard_id == board_id))
+    return {row.name: row.content for row in rows.all()}
+
+
+def new_secret_seed() -> int:
+    # 62 bits: fits a signed 64-bit column on every database.
+    return secrets.randbits(62)
+
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+
+
+def check_name(name: str) -> None:
+    """Leaderboard names go into URLs, file names and chat: letters, digits, ``_`` and ``-``."""
+    if not NAME.fullmatch(name):
+        raise UserError(
+            f"{name[:80]!r} cannot be a leaderboard name.",
+            "Use 1-64 letters, digits, '_' or '-', starting with a letter or digit (e.g. vectoradd_v2).",
+        )
+
+
+def create_leaderboard(
+    session: Session,
+    folder: TaskFolder,
+    *,
+    deadline: datetime,
+    gpus: list[str],
+    creator_id: int | None = None,
+    source_dir: str | None = None,
+    cards: Mapping[str, int] | None = None,
+) -> Leaderboard:
+    """``cards``: each GPU's card count (the registry's ``count``); given, every GPU must be able
+    to run the leaderboard's ranks (a multi-GPU leaderboard's ``world_size``)."""
+    check_name(folder.name)
+    if cards is not None:
+        gpus = gpus_for_ranks(folder.task, gpus, cards, folder.name, strict=True)
+    if deadline.tzinfo is None:
+        raise UserError("A deadline needs a time zone.", "Write it like 2026-12-31T23:59Z.")
+    if not gpus:
+        raise UserError(f"Leaderboard {folder.name} would accept no GPU.", "Name at least one GPU.")
+    if session.exec(select(Leaderboard.id).where(Leaderboard.name == folder.name)).first() is not None:
+        raise UserError(f"A leaderboard named {folder.name!r} already exists.", "Pick another name.")
+    board = Leaderboard(
+        name=folder.name,
+        description=folder.description,
+        lang=folder.lang,
+        deadline=deadline,
+        ranking_by=str(folder.task.get("ranking_by", DEFAULT_RANKING)),
+        task_json=_task_json(folder),
+        secret_seed=new_secret_seed(),
+        source_dir=source_dir,
+        creator_id=creator_id,
+    )
+    session.add(board)
+    session.flush()
+    assert board.id is not None
+    _replace_files(session, board.id, folder.files)
+    for gpu in sorted(set(gpus)):
+        session.add(LeaderboardGpu(leaderboard_id=board.id, gpu=gpu))
+    return board
+
+
+def update_from_folder(session: Session, board: Leaderboard, folder: TaskFolder) -> bool:
+    """Refresh a leaderboard's task from its folder; True when anything changed."""
+    assert board.id is not None
+    task_json = _task_json(folder)
+    if task_json == board.task_json and task_files(session, board.id) == folder.files:
+        return False
+    board.task_json = task_json
+    board.description = folder.description
+    board.lang = folder.lang
+    board.ranking_by = str(folder.task.get("ranking_by", DEFAULT_RANKING))
+    session.add(board)
+    _replace_files(session, board.id, folder.files)
+    return True
+
+
+def delete_leaderboard(session: Session, board: Leaderboard) -> None:
+    session.delete(board)  # files, GPUs, submissions, jobs and runs go with it (ON DELETE CASCADE)
+
+
+@dataclass
+class SyncReport:
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+NO_GPU_SERVED = ("no runner serves a GPU here, so the leaderboard cannot open: check the GPU registry (gpus: in "
+                 "the config) and the log for why each runner serves none")
+
+
+def sync_folder(
+    session: Session,
+    root: Path,
+    *,
+    served_gpus: list[str],
+    now: datetime,
+    default_days: int,
+    cards: Mapping[str, int] | None = None,
+) -> SyncReport:
+    """Every leaderboard folder under ``root`` becomes (or refreshes) a leaderboard of its name:
+    kernelcup's layout or GPU MODE's problem sets (``kernelcup.core.leaderboards.problem_sets``).
+
+    New leaderboards open on the GPUs a runner serves now that task.yml (or the problem set)
+    allows, or all of them when it names none (e.g. the local GPU or ``cpu``). A folder that
+    cannot be read or run here is reported with its reason; the others still load. ``cards``
+    (each GPU's card count) keeps a multi-GPU leaderboard to GPU entries with enough cards and a
+    single-GPU one to single cards, and refuses one that fits none.
+    """
+    report = SyncReport()
+    if not root.is_dir():
+        report.errors[str(root)] = (f"there is no folder {root.resolve()} (set leaderboards_dir, or "
+                                    "KERNELCUP_LEADERBOARDS_DIR)")
+        return report
+    found, report.errors = find_task_folders(root)
+    for entry in found:
+        try:
+            # The operator's own folder: a source may reach anything in it (GPU MODE's problem sets
+            # share ../utils.py, and linalg's reach ../../pmpp_v2/utils.py), nothing outside it.
+            task = read_task_folder(entry.folder, name=entry.name, reach=root)
+            if entry.gpus:
+                refuse_unsupported({**task.task, "gpus": entry.gpus}, where=f"{entry.name}'s problem set")
+        except (UserError, OSError, UnicodeDecodeError) as exc:
+            report.errors[entry.name] = _one_line(getattr(exc, "message", str(exc)))
+            continue
+        existing = session.exec(select(Leaderboard).where(Leaderboard.name == task.name)).first()
+        if existing is None:
+            if not served_gpus:
+                report.errors[entry.name] = NO_GPU_SERVED
+                continue
+            wanted = nvidia_gpus(entry.gpus or [str(g) for g in task.task.get("gpus") or []])
+            gpus = [g for g in served_gpus if not wanted or g in wanted or g == "cpu"]
+            try:
+                gpus = gpus or served_gpus
+                if cards is not None:
+                    gpus = gpus_for_ranks(task.task, gpus, cards, task.name) or gpus
+                deadline = _task_deadline(task) or now + timedelta(days=default_days)
+                create_leaderboard(session, task, deadline=deadline, gpus=gpus, source_dir=str(entry.folder),
+                                   cards=cards)
+            except (UserError, ValueError) as exc:
+                report.errors[entry.name] = _one_line(getattr(exc, "message", str(exc)))
+                continue
+            report.created.append(task.name)
+        elif update_from_folder(session, existing, task):
+            report.updated.append(task.name)
+        else:
+            report.unchanged.append(task.name)
+    return report
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())
+
+
+def _task_deadline(folder: TaskFolder) -> datetime | None:
+    raw = folder.task.get("deadline")
+    if isinstance(raw, datetime):
+        return raw if raw.tzinfo else None
+    if isinstance(raw, str):
+        parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+        return parsed if parsed.tzinfo else None
+    return None
+
+
+def _task_json(folder: TaskFolder) -> str:
+    return json.dumps({**folder.task, TEMPLATES_KEY: folder.templates}, sort_keys=True, default=str)
+
+
+def _replace_files(session: Session, board_id: int, files: dict[str, str]) -> None:
+    session.exec(delete(LeaderboardFile).where(col(LeaderboardFile.leaderboard_id) == board_id))
+    for name, content in sorted(files.items()):
+        session.add(LeaderboardFile(leaderboard_id=board_id, name=name, content=content))

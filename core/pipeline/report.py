@@ -1,0 +1,187 @@
+"""A submission's outcome as neutral reply blocks, built once and rendered by every adapter."""
+
+from __future__ import annotations
+
+import json
+
+from sqlmodel import Session, col, select
+
+from kernelcup.core.leaderboards.ranking import rank_of
+from kernelcup.core.messages import Block, File, Reply, Table, Text
+from kernelcup.core.store.db import as_utc
+from kernelcup.core.store.models import Job, JobStatus, Leaderboard, Run, Submission, User
+from kernelcup.harness.spec import CaseResult, Result, SpecError, Status
+
+_ICON = {True: "✅", False: "❌"}
+
+
+def format_seconds(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.4g} {unit}"
+    return f"{seconds / 1e-9:.4g} ns"
+
+
+def format_case(case: dict[str, object]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in case.items())
+
+
+def submission_reply(session: Session, submission_id: int, details: bool = True) -> Reply:
+    """The report of a submission. ``details``: its logs, profiles and the messages its code
+    printed (exceptions included), for those ``kernelcup.core.access.visibility.may_see_code`` allows; others
+    get each job's outcome and score only."""
+    submission = session.get(Submission, submission_id)
+    if submission is None:
+        return Reply.error(f"There is no submission #{submission_id}.")
+    board = session.get(Leaderboard, submission.leaderboard_id)
+    user = session.get(User, submission.user_id)
+    assert board is not None and user is not None
+    jobs = session.exec(
+        select(Job).where(Job.submission_id == submission_id).order_by(col(Job.id))
+    ).all()
+    runs = {
+        run.job_id: run
+        for run in session.exec(select(Run).where(Run.submission_id == submission_id)).all()
+    }
+    blocks: list[Block] = [
+        Text(
+            f"Submission #{submission.id}: {submission.file_name} to {board.name} "
+            f"({submission.mode}) by {user.display_name}, "
+            f"{as_utc(submission.created_at):%Y-%m-%d %H:%M} UTC",
+            style="title",
+        )
+    ]
+    files: list[Block] = []
+    all_passed = bool(jobs)
+    for job in jobs:
+        run = runs.get(job.id) if job.id is not None else None
+        line, passed = _job_line(session, job, run, board, details)
+        all_passed &= passed
+        blocks.append(Text(line, style="success" if passed else "error"))
+        if run is None:
+            continue
+        result = _result_of(run)
+        if result is None:
+            continue
+        if result.benchmarks:
+            blocks.append(_benchmark_table(job.gpu, result.benchmarks))
+            clock = clock_note(result)
+            if clock:
+                blocks.append(Text(clock, style="hint"))
+        if result.system.ranks:
+            blocks.append(Text(ranks_note(result), style="hint"))
+        if details:
+            files.extend(_result_files(submission_id, job.gpu, result))
+    return Reply(blocks=blocks + files, ok=all_passed, submission_id=None)
+
+
+def clock_note(result: Result) -> str:
+    """What the GPU's clock did while the benchmarks ran, when it was watched: e.g.
+    "GPU clock 1755-1980 MHz, up to 64 °C; held down by power cap at times"."""
+    system = result.system
+    if system.sm_clock_mhz_min is None or system.sm_clock_mhz_max is None:
+        return ""
+    low, high = system.sm_clock_mhz_min, system.sm_clock_mhz_max
+    note = f"GPU clock {low:.0f} MHz" if low == high else f"GPU clock {low:.0f}-{high:.0f} MHz"
+    if system.gpu_temp_c_max is not None:
+        note += f", up to {system.gpu_temp_c_max:.0f} °C"
+    if system.clock_limits:
+        note += f"; held down by {', '.join(system.clock_limits)} at times: timings may read slow"
+    return note
+
+
+def ranks_note(result: Result) -> str:
+    """Which card ran which rank of a multi-GPU job, and how a call was timed."""
+    return (f"{len(result.system.ranks)} ranks: " + "; ".join(result.system.ranks)
+            + ". A call's time is its slowest rank's, from one barrier-aligned start.")
+
+
+def rank_times(case: CaseResult) -> str:
+    """Each rank's median where the ranks differ by more than 2% (else ""): "r0 1.2 ms · r1 1.4 ms"."""
+    medians = case.rank_median_ns
+    if len(medians) < 2 or max(medians) <= 1.02 * min(medians):
+        return ""
+    return " · ".join(f"r{rank} {format_seconds(value * 1e-9)}" for rank, value in enumerate(medians))
+
+
+def _job_line(session: Session, job: Job, run: Run | None, board: Leaderboard, details: bool) -> tuple[str, bool]:
+    status = JobStatus(job.status)
+    if not status.finished:
+        return f"[{job.gpu}] {job.progress or status.value}", False
+    if run is None:
+        reason = job.error or status.value.replace("_", " ")
+        return f"[{job.gpu}] {_ICON[False]} {reason}", False
+    result = _result_of(run)
+    verdict = result.verdict if result else "unreadable result"
+    if not details and result is not None and not run.passed:
+        verdict = result.status.value.replace("_", " ")  # the message may quote the author's code
+    line = f"[{job.gpu}] {_ICON[run.passed]} {verdict}"
+    if run.passed and run.score is not None:
+        line += f" · score {format_seconds(run.score)}"
+        if run.mode == "ranked" and board.id is not None:
+            rank = rank_of(session, board.id, job.gpu, run.user_id)
+            if rank is not None:
+                line += f" · rank {rank} on {job.gpu}"
+    return line, run.passed
+
+
+def _result_of(run: Run) -> Result | None:
+    try:
+        return Result.from_json(run.result_json)
+    except (SpecError, json.JSONDecodeError):
+        return None
+
+
+def _benchmark_table(gpu: str, cases: list[CaseResult]) -> Table:
+    rows = []
+    per_rank = any(rank_times(case) for case in cases)
+    for case in cases:
+        ci = (
+            f"{format_seconds(case.ci_low_ns * 1e-9)} – {format_seconds(case.ci_high_ns * 1e-9)}"
+            if case.ci_low_ns is not None and case.ci_high_ns is not None
+            else "-"
+        )
+        throughput = " ".join(
+            part
+            for part in (
+                f"{case.gbps:.0f} GB/s" if case.gbps else "",
+                f"{case.tflops:.3g} TFLOP/s" if case.tflops and case.tflops >= 0.01 else "",
+                f"({case.percent_of_peak:.0f}% of peak)" if case.percent_of_peak else "",
+            )
+            if part
+        )
+        rows.append(
+            (
+                format_case(case.case),
+                format_seconds(case.median_ns * 1e-9 if case.median_ns is not None else None),
+                ci,
+                format_seconds(case.min_ns * 1e-9 if case.min_ns is not None else None),
+                str(case.runs),
+                throughput or "-",
+                *((rank_times(case) or "-",) if per_rank else ()),
+                _ICON[case.passed],
+            )
+        )
+    columns = ("case", "median", "95% CI of median", "min", "runs", "throughput")
+    return Table(
+        columns=(*columns, *(("per rank",) if per_rank else ()), "ok"),
+        rows=tuple(rows),
+        title=f"Benchmarks on {gpu}",
+    )
+
+
+def _result_files(submission_id: int, gpu: str, result: Result) -> list[Block]:
+    out: list[Block] = []
+    prefix = f"submission-{submission_id}-{gpu}"
+    for name, content in (("stdout.txt", result.stdout), ("stderr.txt", result.stderr),
+                          ("compile.txt", result.compile_log)):
+        if content.strip() and name not in result.files:
+            out.append(File(f"{prefix}-{name}", content.encode(), f"{name} on {gpu}"))
+    for name, content in result.files.items():
+        out.append(File(f"{prefix}-{name}", content.encode(), f"{name} on {gpu}"))
+    if result.tests and result.status is not Status.PASSED:
+        lines = [f"{_ICON[t.passed]} {format_case(t.case)}: {t.message}" for t in result.tests]
+        out.append(File(f"{prefix}-tests.txt", "\n".join(lines).encode(), f"every test on {gpu}"))
+    return out
