@@ -338,15 +338,11 @@ def run_protocol(
         result.system.sm_clock_mhz_after = nvml.sm_clock_mhz()
     _check_floor(result.benchmarks, work, spec)
     medians = [(b.median_ns or 0.0) * 1e-9 for b in result.benchmarks]
-    try:
-        result.score_s = scoring.combine(spec.task.ranking_by, medians)
-    except ValueError as exc:
-        raise RunEnded(Status.ERROR, f"cannot score this leaderboard: {exc}") from None
-    result.score_low_s, result.score_high_s = scoring.noise_range(spec.task.ranking_by, result.benchmarks)
+    score_s = scoring.score(result, spec.task.ranking_by, medians)
     result.status = Status.PASSED
     what_score = "ranked score" if spec.mode is Mode.RANKED else "score"
     result.verdict = (
-        f"all {len(tests)} tests passed; {what_score} {format_seconds(result.score_s)} "
+        f"all {len(tests)} tests passed; {what_score} {format_seconds(score_s)} "
         f"({spec.task.ranking_by} of {len(medians)} benchmark medians)"
     )
 

@@ -251,15 +251,11 @@ def _run_benchmarks(
         result.benchmarks.append(outcome)
         medians.append(median_s)
         emit(Progress("benchmarking", index + 1, len(cases)))
-    try:
-        result.score_s = scoring.combine(spec.task.ranking_by, medians)
-    except ValueError as exc:
-        raise RunEnded(Status.ERROR, f"cannot score this leaderboard: {exc}") from None
-    result.score_low_s, result.score_high_s = scoring.noise_range(spec.task.ranking_by, result.benchmarks)
+    score_s = scoring.score(result, spec.task.ranking_by, medians)
     result.status = Status.PASSED
     what = "ranked score" if spec.mode is Mode.RANKED else "score"
     result.verdict = (
         f"all {len(result.tests)} tests passed on {group.world_size} ranks; {what} "
-        f"{format_seconds(result.score_s)} ({spec.task.ranking_by} of {len(medians)} benchmark medians, "
+        f"{format_seconds(score_s)} ({spec.task.ranking_by} of {len(medians)} benchmark medians, "
         "each call timed as its slowest rank)"
     )

@@ -358,14 +358,10 @@ def _run_benchmarks(
         combined = benchmark.combine_rounds(timings[index], problem, case, spec.gpu, session.device, label, l2_bytes)
         result.benchmarks.append(combined.result)
         medians.append(combined.median_s)
-    try:
-        result.score_s = scoring.combine(spec.task.ranking_by, medians)
-    except ValueError as exc:
-        raise RunEnded(Status.ERROR, f"cannot score this leaderboard: {exc}") from None
-    result.score_low_s, result.score_high_s = scoring.noise_range(spec.task.ranking_by, result.benchmarks)
+    score_s = scoring.score(result, spec.task.ranking_by, medians)
     result.status = Status.PASSED
     what = "ranked score" if ranked else "score"
     result.verdict = (
-        f"all {len(result.tests)} tests passed; {what} {format_seconds(result.score_s)} "
+        f"all {len(result.tests)} tests passed; {what} {format_seconds(score_s)} "
         f"({spec.task.ranking_by} of {len(medians)} benchmark medians)"
     )

@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from kernelcup.harness.spec import CaseResult
+from kernelcup.harness.spec import CaseResult, Result, Status
+from kernelcup.harness.verdict import RunEnded
 
 RANKINGS = ("last", "mean", "geom")
 
@@ -48,3 +49,15 @@ def noise_range(ranking_by: str, cases: Sequence[CaseResult]) -> tuple[float | N
     lows = [float(low or 0.0) * 1e-9 for low, _ in bounds]
     highs = [float(high or 0.0) * 1e-9 for _, high in bounds]
     return combine(ranking_by, lows), combine(ranking_by, highs)
+
+
+def score(result: Result, ranking_by: str, medians_s: Sequence[float]) -> float:
+    """Set ``result``'s score and its noise range from its benchmarks' medians (seconds) and
+    return the score; a leaderboard whose ranking cannot take them ends the run with an error."""
+    try:
+        score_s = combine(ranking_by, medians_s)
+    except ValueError as exc:
+        raise RunEnded(Status.ERROR, f"cannot score this leaderboard: {exc}") from None
+    result.score_s = score_s
+    result.score_low_s, result.score_high_s = noise_range(ranking_by, result.benchmarks)
+    return score_s
