@@ -35,7 +35,7 @@ from script_paths import REPO  # first: the repository on the path, and a YAML r
 
 # isort: split
 import torch
-from conftest import leaderboard_spec, read_run, run_harness, start_harness
+from conftest import leaderboard_spec, processes_named, read_run, run_harness, start_harness
 
 from kernelcup.harness.spec import GpuInfo, JobSpec, Mode, Result, Status
 
@@ -69,18 +69,6 @@ def spec_for(folder: Path, source: str, mode: Mode, world_size: int, device: str
 
 def gpu_name(device: str) -> str:
     return torch.cuda.get_device_name() if device == "cuda" and torch.cuda.is_available() else "cpu"
-
-
-def processes_named(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            named = entry.name.isdigit() and (entry / "comm").read_text().strip() == marker
-            if named and (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
 
 
 class Report:

@@ -176,3 +176,16 @@ def run_many(specs: dict[str, JobSpec], workers: int = 3) -> dict[str, HarnessRu
     with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = {name: pool.submit(run_harness, spec) for name, spec in specs.items()}
         return {name: future.result() for name, future in futures.items()}
+
+
+def processes_named(marker: str) -> list[int]:
+    """Live processes named ``marker`` (PR_SET_NAME), wherever their PID namespace is."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            named = entry.name.isdigit() and (entry / "comm").read_text().strip() == marker
+            if named and (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found

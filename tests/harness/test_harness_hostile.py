@@ -10,7 +10,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from conftest import (
@@ -19,6 +18,7 @@ from conftest import (
     REPO,
     HarnessRun,
     leaderboard_spec,
+    processes_named,
     run_harness,
     run_many,
     submission,
@@ -120,19 +120,6 @@ def test_tampering_with_the_harness_timer_object_fails_the_run() -> None:
     assert "timer tampering" in result.verdict
 
 
-def _named(marker: str) -> list[int]:
-    """Live processes named ``marker`` (PR_SET_NAME), wherever their PID namespace is."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            named = entry.name.isdigit() and (entry / "comm").read_text().strip() == marker
-            if named and (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
-
-
 def _wait(check: Callable[[], bool], seconds: float) -> bool:
     limit = time.monotonic() + seconds
     while not check() and time.monotonic() < limit:
@@ -150,7 +137,7 @@ def _hanging_job(marker: str, stdout: int | None) -> tuple[subprocess.Popen[str]
     assert harness.stdin is not None
     harness.stdin.write(spec.to_json())
     harness.stdin.close()
-    assert _wait(lambda: bool(_named(marker)), 60), "the submission never started"
+    assert _wait(lambda: bool(processes_named(marker)), 60), "the submission never started"
     return harness, spec.result_key
 
 
@@ -159,7 +146,7 @@ def test_a_killed_harness_takes_the_submission_with_it() -> None:
     harness, _ = _hanging_job(marker, subprocess.DEVNULL)
     harness.send_signal(signal.SIGKILL)
     harness.wait()
-    assert _wait(lambda: not _named(marker), 5)
+    assert _wait(lambda: not processes_named(marker), 5)
 
 
 def test_sigterm_still_ends_with_a_signed_result() -> None:
@@ -173,7 +160,7 @@ def test_sigterm_still_ends_with_a_signed_result() -> None:
     result = parse_line(stdout.splitlines()[-1], key)
     assert isinstance(result, Result)
     assert result.status is Status.ERROR and "signal 15" in result.verdict
-    assert _wait(lambda: not _named(marker), 5)
+    assert _wait(lambda: not processes_named(marker), 5)
 
 
 def test_a_daemon_that_escapes_the_process_group_is_killed() -> None:
@@ -182,7 +169,7 @@ def test_a_daemon_that_escapes_the_process_group_is_killed() -> None:
     result = run_harness(leaderboard_spec(ADDMUL, source, timeout_s=60)).outcome()
     assert result.status is Status.PASSED
     assert "daemon started" in result.stdout
-    assert _wait(lambda: not _named(marker), 5)
+    assert _wait(lambda: not processes_named(marker), 5)
 
 
 def test_a_spec_that_is_not_json_gets_a_signed_error() -> None:
