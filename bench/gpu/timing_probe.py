@@ -14,7 +14,8 @@ range holds the empty kernel and the vectoradd calls only.
 ``fixed`` lets the caching allocator hand every call the same blocks, as it does in a plain
 loop; ``varied`` holds spacers of random number and size while each call's inputs are made and
 used, so every call sees its buffers somewhere else. ``PROBE_CASES=histogram`` and
-``PROBE_PLACEMENTS=fixed`` narrow the run.
+``PROBE_PLACEMENTS=fixed`` narrow the run. ``PROBE_SLEEP=thread`` times with torch's one-thread
+sleep instead of the GPU-wide one (is a mode the wide sleep's doing?).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ CASES: list[tuple[str, str, dict[str, Any]]] = [
     ("histogram", "triton.py", {"size": 268435456, "bins": 256, "contention": 10, "seed": 54352}),
     ("grayscale", "triton.py", {"height": 4096, "width": 4096, "seed": 54352}),
     ("prefixsum", "triton.py", {"size": 16777216, "seed": 54352}),
+    ("identity", "triton.py", {"size": 16777216, "seed": 54352}),
+    ("identity", "triton.py", {"size": 67108864, "seed": 93246}),
 ]
 CALLS = 400
 
@@ -68,8 +71,11 @@ def spacers(rng: random.Random) -> list[Any]:
 
 
 def one_process(index: int, placement: str) -> int:
+    from kernelcup.harness import timing
     from kernelcup.harness.timing import CudaTimer, warm_up
 
+    if os.environ.get("PROBE_SLEEP") == "thread":
+        timing._WideSleep.build = staticmethod(lambda device_index: None)  # type: ignore[method-assign]
     board, solution, case = CASES[index]
     reference, kernel = load(board, solution)
     timer = CudaTimer(0)
