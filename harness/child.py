@@ -297,6 +297,9 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
                 synchronize()
                 del data
                 ship(output, data_print)
+                del output
+                if device.type == "cuda":  # the harness's check runs next and may need the memory
+                    torch.cuda.empty_cache()
             elif op == "warmup":
                 kept = None
                 gc.collect()

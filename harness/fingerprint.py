@@ -27,19 +27,19 @@ def fingerprint(data: Any, depth: int = 0) -> Fingerprint:
         head = ["tensor", str(data.dtype), list(data.shape)]
         if values.numel() == 0:
             return [*head, 0.0, 0.0, 0]
-        if values.is_floating_point():
-            finite = torch.isfinite(values)
-            nonfinite = int(values.numel() - finite.sum().item())
-            cleaned = torch.nan_to_num(values, nan=0.0, posinf=0.0, neginf=0.0)
-            total = float(cleaned.sum(dtype=torch.float64).item())
-            norm = float(torch.linalg.vector_norm(cleaned, dtype=torch.float64).item())
-            return [*head, total, norm, nonfinite]
         try:
+            if values.is_floating_point():
+                finite = torch.isfinite(values)
+                nonfinite = int(values.numel() - finite.sum().item())
+                cleaned = torch.nan_to_num(values, nan=0.0, posinf=0.0, neginf=0.0)
+                total = float(cleaned.sum(dtype=torch.float64).item())
+                norm = float(torch.linalg.vector_norm(cleaned, dtype=torch.float64).item())
+                return [*head, total, norm, nonfinite]
             as_int = values.to(torch.int64)
             total = float(as_int.sum().item())
             return [*head, total, float(as_int.abs().max().item()), 0]
-        except RuntimeError:  # a dtype without these kernels: compare layout only
-            return head
+        except (RuntimeError, NotImplementedError):  # a dtype without these kernels (fp4, some fp8)
+            return [*head, *_bytes_print(values)]
     if isinstance(data, tuple | list):
         return ["seq", [fingerprint(item, depth + 1) for item in data]]
     if isinstance(data, dict):
@@ -49,6 +49,16 @@ def fingerprint(data: Any, depth: int = 0) -> Fingerprint:
     if isinstance(data, float):
         return ["value", data if math.isfinite(data) else str(data)]
     return ["object", type(data).__name__]
+
+
+def _bytes_print(values: torch.Tensor) -> list[Any]:
+    """Sum and largest byte of a tensor's raw bytes, for dtypes arithmetic does not support
+    (packed fp4, the fp8 variants without kernels); the layout alone where even that fails."""
+    try:
+        raw = values.contiguous().flatten().view(torch.uint8).to(torch.int64)
+        return [float(raw.sum().item()), float(raw.max().item()), 0]
+    except (RuntimeError, NotImplementedError):
+        return []
 
 
 def same(a: Any, b: Any, rel: float = 1e-9) -> bool:

@@ -8,6 +8,7 @@ against its own copy, which the submission can never reach.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import inspect
@@ -62,14 +63,19 @@ def poison_(tensor: torch.Tensor) -> None:
     if tensor.numel() == 0:
         return
     with torch.no_grad():
-        if tensor.is_floating_point() or tensor.is_complex():
-            tensor.fill_(POISON_FLOAT)
-        elif tensor.dtype == torch.bool:
-            tensor.fill_(True)
-        elif tensor.dtype in (torch.uint8, torch.uint16, torch.uint32, torch.uint64):
-            tensor.fill_(torch.iinfo(tensor.dtype).max)
-        else:
-            tensor.fill_(-1)
+        try:
+            if tensor.is_floating_point() or tensor.is_complex():
+                tensor.fill_(POISON_FLOAT)
+            elif tensor.dtype == torch.bool:
+                tensor.fill_(True)
+            elif tensor.dtype in (torch.uint8, torch.uint16, torch.uint32, torch.uint64):
+                tensor.fill_(torch.iinfo(tensor.dtype).max)
+            else:
+                tensor.fill_(-1)
+        except (RuntimeError, NotImplementedError):  # no fill kernel (packed fp4): all bits set
+            # (a layout that cannot be viewed as bytes stays as allocated)
+            with contextlib.suppress(RuntimeError, NotImplementedError):
+                tensor.view(torch.uint8).fill_(0xFF)
 
 
 _UNINITIALIZED: set[Any] = {

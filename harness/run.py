@@ -252,11 +252,22 @@ def _run_tests(session: Session, problem: Any, seeds: SeedPlan, spec: JobSpec, r
         shipped = session.collect(MAX_OUTPUT_PAYLOAD)
         ok, message = _judge(problem, kwargs, data, expected_print, shipped, session.device, label)
         result.tests.append(CaseResult(case=kwargs, passed=ok, message=message))
+        del data, shipped  # before the next case's: two cases' inputs need not fit at once
+        release_gpu_cache(session.device)
         emit(Progress("testing", index + 1, total))
         if not ok and not first_failure:
             first_failure = f"{label} failed: {message}"
     if first_failure:
         raise RunEnded(Status.FAILED, first_failure)
+
+
+def release_gpu_cache(device: str) -> None:
+    """Hand the harness's cached GPU memory back, so the submission's process can use it: the two
+    processes share one GPU that a single-process evaluator would have to itself."""
+    if device == "cuda":
+        import torch
+
+        torch.cuda.empty_cache()
 
 
 def _generate(problem: Any, kwargs: dict[str, Any], device: str, label: str) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import random
 import socket
 import threading
 import time
@@ -428,3 +429,96 @@ def test_build_caches_are_kept_per_source_so_a_rerun_compiles_nothing(tmp_path, 
     kinds = ("TORCH_EXTENSIONS_DIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")
     assert all(first[k] == again[k] and first[k] != other[k] for k in kinds)
     assert all(str(tmp_path / "cache") in first[k] for k in kinds)
+
+
+class _SlowInputs:
+    """A session whose every call first spends 40 ms drawing its inputs, as a large
+    linear-algebra case does on a GPU (GPU MODE's eigh and qr: a second or more)."""
+
+    device = "cpu"
+    info: dict[str, Any] = {}  # noqa: RUF012
+    activity = ""
+
+    def __init__(self) -> None:
+        self.noops_before_first_call = 0
+        self.timed = 0
+
+    def warm_up(self, kwargs: dict[str, Any], min_s: float, max_s: float) -> None:
+        time.sleep(0.04)
+
+    def time_call(self, kwargs: dict[str, Any], noop: bool = False) -> Any:
+        from kernelcup.harness.session import Timed
+
+        time.sleep(0.04)
+        if noop and not self.timed:
+            self.noops_before_first_call += 1
+        self.timed += not noop
+        return Timed(1_000.0, 41_000_000.0, 500.0, 41_000_000.0)
+
+
+@pytest.mark.parametrize(("seconds", "calibration_calls"), [(0.3, 3), (30.0, 10)])
+def test_slow_inputs_shorten_the_calibration_not_the_timing(monkeypatch, seconds, calibration_calls) -> None:
+    from kernelcup.harness import benchmark
+    from kernelcup.harness.spec import GpuInfo
+
+    monkeypatch.setattr(benchmark, "_recheck", lambda *args: None)
+    session = _SlowInputs()
+    rule = benchmark.Plan(stats.StopRule(5, 50, 1.0, 0.02), 0.0, 0.0, 0.0)
+    timing = benchmark.time_case(
+        session,  # type: ignore[arg-type]
+        _NoWork(),  # type: ignore[arg-type]
+        SeedPlan(None),
+        {"size": 1, "seed": 1},
+        "benchmark 1 of 1",
+        rule,
+        seconds,
+        GpuInfo(),
+        1 << 20,
+        random.Random(1),
+    )
+    assert session.noops_before_first_call == calibration_calls
+    assert timing.result.runs >= 2 and session.timed >= 2
+
+
+@pytest.mark.skipif(not hasattr(torch, "float4_e2m1fn_x2"), reason="this torch has no packed fp4 dtype")
+def test_packed_fp4_is_poisoned_and_fingerprinted_by_its_bytes() -> None:
+    # GPU MODE's nvfp4 problems hand kernels float4_e2m1fn_x2 tensors, which have no arithmetic.
+    packed = torch.zeros(8, dtype=torch.uint8).view(torch.float4_e2m1fn_x2)
+    before = fingerprint(packed)
+    packed.view(torch.uint8)[3] = 0x21
+    assert not same(before, fingerprint(packed))
+    with PoisonUninitialized():
+        fresh = torch.empty(4, dtype=torch.float4_e2m1fn_x2)
+    assert bool(fresh.view(torch.uint8).eq(0xFF).all())
+    assert checking.nan_problems(fresh, fresh) == [] and checking.worst_mismatches(fresh, packed[:4]) == ""
+
+
+class _HungryProblem:
+    """A leaderboard whose reference (and, with ``check_fits`` False, its check) runs out of GPU
+    memory: GPU MODE's trimul at seqlen 1024 did, in the harness's process, on an H100."""
+
+    def __init__(self, check_fits: bool) -> None:
+        self.check_fits = check_fits
+        self.checks = 0
+
+    def has_reference(self) -> bool:
+        return True
+
+    def reference(self, data: Any) -> Any:
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 6.00 GiB")
+
+    def check(self, data: Any, output: Any) -> tuple[bool, str]:
+        self.checks += 1
+        if not self.check_fits:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 6.00 GiB")
+        return bool(torch.equal(data, output)), "checked"
+
+
+def test_without_memory_for_the_harness_own_reference_the_check_alone_decides() -> None:
+    data = torch.arange(4.0)
+    assert checking.check_output(_HungryProblem(True), data, data.clone()) == (True, "checked")  # type: ignore[arg-type]
+    assert checking.check_output(_HungryProblem(True), data, data + 1) == (False, "checked")  # type: ignore[arg-type]
+    hungry = _HungryProblem(False)
+    with pytest.raises(checking.LeaderboardFault, match="ran out of memory while the leaderboard's check"):
+        checking.check_output(hungry, data, data.clone())  # type: ignore[arg-type]
+    assert hungry.checks == 2  # once more after the harness let go of what it held
