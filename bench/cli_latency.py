@@ -98,7 +98,10 @@ def measure(benches: list[Bench], runs: int, pause_s: float) -> str:
     def each(what: str, count: int, one: Any) -> None:
         for i in range(count):
             for bench in benches:
-                rows.setdefault(what, {}).setdefault(bench.label, []).append(one(bench, i))
+                elapsed = one(bench, i)
+                rows.setdefault(what, {}).setdefault(bench.label, []).append(elapsed)
+                # as it goes: a run cut off by a time limit still leaves what it measured
+                print(f"{bench.label}: {what}, run {i + 1}: {elapsed:.2f} s", file=sys.stderr, flush=True)
 
     def fresh_submit(bench: Bench, i: int) -> float:
         home = bench.work / f"submit{i}"
