@@ -305,7 +305,11 @@ def _env_int(name: str, default: int) -> int:
 
 @dataclass
 class Sandbox:
-    """The sandbox of one job: its root mount point, its writable folders, its cgroup."""
+    """The sandbox of one job: its root mount point, its writable folders, its cgroup.
+
+    ``moved``: writable folders the job sees at another path (outside, inside), such as its
+    build caches at one fixed path, so a build made by one job is still valid in the next.
+    """
 
     identity: Identity
     root: Path
@@ -313,15 +317,18 @@ class Sandbox:
     cgroup: JobCgroup
     memory_bytes: int
     tasks: int
+    moved: list[tuple[Path, str]] = field(default_factory=list)
 
     @classmethod
-    def create(cls, identity: Identity, base: Path, writable: list[Path]) -> Sandbox:
+    def create(
+        cls, identity: Identity, base: Path, writable: list[Path], moved: list[tuple[Path, str]] | None = None
+    ) -> Sandbox:
         root = base / "root"
         root.mkdir(mode=0o700, exist_ok=True)
         memory = _env_int(MEMORY_ENV, min(_memory_total() * 3 // 4 >> 20, 64 << 10)) << 20
         tasks = _env_int(TASKS_ENV, 1024)
         cgroup = JobCgroup.create(base.name, memory, tasks)
-        return cls(identity, root, writable, cgroup, memory, tasks)
+        return cls(identity, root, writable, cgroup, memory, tasks, list(moved or []))
 
     def describe(self) -> str:
         limits = list(self.cgroup.applied)
@@ -352,6 +359,7 @@ class Sandbox:
             "readonly": list(_readonly_folders()),
             "hide": hidden,
             "writable": [str(p) for p in self.writable],
+            "moved": [[str(outside), inside] for outside, inside in self.moved],
             "devices": gpu,
             "cgroups": [str(p) for p in self.cgroup.paths],
             "inside_uid": INSIDE_ID,

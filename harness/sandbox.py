@@ -130,8 +130,13 @@ def _locked_flags(path: str) -> int:
     return kept | (MS_RELATIME if flag & ST_RELATIME else 0)
 
 
-def _bind(root: str, path: str, writable: bool, recursive: bool = True, device: bool = False) -> None:
-    """Bind ``path`` at the same place under ``root``; a symlink is recreated as a symlink."""
+def _bind(
+    root: str, path: str, writable: bool, recursive: bool = True, device: bool = False, at: str = ""
+) -> None:
+    """Bind ``path`` at the same place under ``root`` (or at ``at``); a symlink is recreated as a
+    symlink."""
+    if at and os.path.islink(path):
+        raise SetupError(f"{path} is a link: a moved folder must be a folder")
     if os.path.islink(path):
         target = _inside(root, path)
         os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
@@ -140,7 +145,7 @@ def _bind(root: str, path: str, writable: bool, recursive: bool = True, device: 
         return
     if not os.path.exists(path):
         return
-    target = _make_mountpoint(root, path, os.path.isdir(path))
+    target = _make_mountpoint(root, at or path, os.path.isdir(path))
     _mount(path, target, None, MS_BIND | (MS_REC if recursive else 0))
     flags = MS_REMOUNT | MS_BIND | MS_NOSUID | _locked_flags(path) | (0 if writable else MS_RDONLY)
     if not device:
@@ -230,6 +235,8 @@ def _become_init(policy: dict[str, Any], command: list[str], ended_by: int) -> N
         _hide(root, str(path))
     for path in policy.get("writable", []):
         _bind(root, str(path), writable=True)
+    for outside, inside in policy.get("moved", []):
+        _bind(root, str(outside), writable=True, at=str(inside))
     _make_dev(root, [str(d) for d in policy.get("devices", [])], int(policy.get("shm_bytes", 64 << 20)))
     os.makedirs(_inside(root, "/proc"), mode=0o555, exist_ok=True)
     _mount("proc", _inside(root, "/proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)

@@ -5,8 +5,11 @@ submission's). ``work/``: every file, the submission included; the child's cwd, 
 ``home/``: the child's HOME and TMPDIR. ``root/``: the sandbox's mount point. Caches for
 ``load_inline``, Triton and ``torch.compile`` builds live under ``$KERNELCUP_CACHE_DIR`` (default
 ``~/.cache/kernelcup``), one directory per submission hash, so a submission can only ever reuse
-or spoil its own builds. A sandboxed job never sees that folder: its cache is copied into
-``home/cache/`` before the job and what the job added is copied back after it.
+or spoil its own builds. A sandboxed job never sees that folder: its cache is copied into the
+job's ``cache/`` before the job, which the job sees at one fixed path (:data:`SANDBOX_CACHE`), and
+what the job built or changed is copied back after it. The fixed path and the files' times, kept
+both ways, are what let a ``load_inline`` build (ninja files that name their sources by absolute
+path, outputs judged by time) be found up to date by the next job instead of built again.
 """
 
 from __future__ import annotations
@@ -24,6 +27,10 @@ from kernelcup.harness.spec import JobSpec
 
 CACHE_ENV = "KERNELCUP_CACHE_DIR"
 CACHE_COPY_LIMIT = 2 << 30  # bytes of one submission's build cache copied back after a job
+SANDBOX_CACHE = "/kernelcup-cache"  # where a sandboxed job sees its build caches
+# torch's FileBaton: a build killed by a time limit leaves it behind, and every later load of that
+# extension would wait on it forever; never carried from one job to the next.
+_NOT_CARRIED = frozenset({"lock"})
 
 
 class WorkspaceError(Exception):
@@ -68,6 +75,7 @@ class Workspace:
     identity: Identity
     sandbox: Sandbox | None = None
     caches: list[tuple[Path, Path]] = field(default_factory=list)  # (the job's copy, the cache)
+    shared: list[Path] = field(default_factory=list)  # caches the job used in place
 
     @classmethod
     def create(cls, spec: JobSpec, identity: Identity) -> Workspace:
@@ -88,8 +96,17 @@ class Workspace:
         workspace.give_to_child(workspace.work)
         workspace.give_to_child(workspace.home)
         if identity.sandbox:
-            workspace.sandbox = Sandbox.create(identity, base, [workspace.work, workspace.home])
+            # The harness's folder (the job may fill it, never replace it with a link), seen
+            # inside at one path for every job; bound before the job is known, as the child
+            # may already be waiting in its sandbox.
+            workspace.sandbox_cache.mkdir(mode=0o755)
+            moved = [(workspace.sandbox_cache, SANDBOX_CACHE)]
+            workspace.sandbox = Sandbox.create(identity, base, [workspace.work, workspace.home], moved)
         return workspace
+
+    @property
+    def sandbox_cache(self) -> Path:
+        return self.base / "cache"
 
     def isolation(self) -> str:
         return self.sandbox.describe() if self.sandbox is not None else self.identity.description
@@ -122,18 +139,19 @@ class Workspace:
         """A build-cache directory for this submission (``kind``: torch_extensions, triton)."""
         path = cache_dir(kind, key)
         if self.sandbox is not None:
-            local = self.home / "cache" / kind
-            local.mkdir(parents=True, exist_ok=True)
+            local = self.sandbox_cache / kind
+            local.mkdir(exist_ok=True)
             if path.is_dir():
                 _copy_tree(path, local, CACHE_COPY_LIMIT)
             self.give_to_child(local)
             self.caches.append((local, path))
-            return local
+            return Path(SANDBOX_CACHE) / kind
         try:
             path.mkdir(parents=True, exist_ok=True)
             if not _reachable_by(path, self.identity.uid):
                 raise PermissionError(str(path))
             self.give_to_child(path)
+            self.shared.append(path)
             return path
         except OSError:
             local = self.home / "cache" / kind
@@ -150,11 +168,16 @@ class Workspace:
                 _copy_tree(local, shared, CACHE_COPY_LIMIT)
             except OSError:
                 pass  # a cache is an optimisation: a job never fails for it
+        for path in self.shared:  # the job's processes are gone: a lock left now is stale
+            for name in _NOT_CARRIED:
+                for left in path.glob(f"*/{name}"):
+                    left.unlink(missing_ok=True)
         shutil.rmtree(self.base, ignore_errors=True)
 
 
 def _copy_tree(source: Path, target: Path, limit: int) -> int:
-    """Copy the regular files under ``source`` that ``target`` lacks; never follow a link.
+    """Copy the regular files under ``source`` that ``target`` lacks or holds in another
+    version (size or time), with their times; never follow a link.
 
     The job wrote ``source`` (its own cache): links and special files are skipped, so it can
     make the harness copy nothing but its own files, and no more than ``limit`` bytes.
@@ -163,21 +186,32 @@ def _copy_tree(source: Path, target: Path, limit: int) -> int:
     for folder, dirs, files in os.walk(source, followlinks=False):
         relative = Path(folder).relative_to(source)
         for name in files:
+            if name in _NOT_CARRIED or name.endswith(".kc-partial"):
+                continue
             origin = Path(folder) / name
             destination = target / relative / name
             try:
                 info = origin.lstat()
-                if not stat.S_ISREG(info.st_mode) or destination.exists() or copied + info.st_size > limit:
+                if not stat.S_ISREG(info.st_mode) or copied + info.st_size > limit or _same_file(info, destination):
                     continue
                 destination.parent.mkdir(parents=True, exist_ok=True)
                 partial = destination.with_name(destination.name + ".kc-partial")
                 shutil.copyfile(origin, partial, follow_symlinks=False)
+                os.utime(partial, ns=(info.st_atime_ns, info.st_mtime_ns), follow_symlinks=False)
                 partial.replace(destination)
                 copied += info.st_size
             except OSError:
                 continue
         dirs[:] = [d for d in dirs if not (Path(folder) / d).is_symlink()]
     return copied
+
+
+def _same_file(info: os.stat_result, destination: Path) -> bool:
+    try:
+        there = destination.lstat()
+    except FileNotFoundError:
+        return False
+    return there.st_size == info.st_size and there.st_mtime_ns == info.st_mtime_ns
 
 
 def build_cache_env(spec: JobSpec, workspace: Workspace) -> dict[str, str]:
