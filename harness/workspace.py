@@ -76,6 +76,7 @@ class Workspace:
     sandbox: Sandbox | None = None
     caches: list[tuple[Path, Path]] = field(default_factory=list)  # (the job's copy, the cache)
     shared: list[Path] = field(default_factory=list)  # caches the job used in place
+    prepared: dict[str, Path] = field(default_factory=dict)  # kind: the path the child was given
 
     @classmethod
     def create(cls, spec: JobSpec, identity: Identity) -> Workspace:
@@ -136,7 +137,16 @@ class Workspace:
                 os.chown(os.path.join(root, name), self.identity.uid, self.identity.gid or -1)
 
     def build_cache(self, kind: str, key: str) -> Path:
-        """A build-cache directory for this submission (``kind``: torch_extensions, triton)."""
+        """A build-cache directory for this submission (``kind``: torch_extensions, triton).
+
+        Prepared once per job: a later process of the job (a fresh one for another round) is
+        given the same folder, never a second copy over what the job has already written."""
+        if kind in self.prepared:
+            return self.prepared[kind]
+        self.prepared[kind] = self._build_cache(kind, key)
+        return self.prepared[kind]
+
+    def _build_cache(self, kind: str, key: str) -> Path:
         path = cache_dir(kind, key)
         if self.sandbox is not None:
             local = self.sandbox_cache / kind
@@ -180,9 +190,16 @@ def _copy_tree(source: Path, target: Path, limit: int) -> int:
     version (size or time), with their times; never follow a link.
 
     The job wrote ``source`` (its own cache): links and special files are skipped, so it can
-    make the harness copy nothing but its own files, and no more than ``limit`` bytes.
+    make the harness copy nothing but its own files, and no more than ``limit`` bytes; a file
+    whose folder in ``target`` leads elsewhere through a link is not written.
     """
     copied = 0
+    try:
+        if not stat.S_ISDIR(source.lstat().st_mode):  # the job replaced its folder with a link
+            return 0
+    except OSError:
+        return 0
+    inside = os.path.realpath(target)
     for folder, dirs, files in os.walk(source, followlinks=False):
         relative = Path(folder).relative_to(source)
         for name in files:
@@ -193,6 +210,8 @@ def _copy_tree(source: Path, target: Path, limit: int) -> int:
             try:
                 info = origin.lstat()
                 if not stat.S_ISREG(info.st_mode) or copied + info.st_size > limit or _same_file(info, destination):
+                    continue
+                if os.path.commonpath([inside, os.path.realpath(destination.parent)]) != inside:
                     continue
                 destination.parent.mkdir(parents=True, exist_ok=True)
                 partial = destination.with_name(destination.name + ".kc-partial")

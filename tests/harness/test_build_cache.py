@@ -93,3 +93,39 @@ def test_a_cache_used_in_place_loses_a_left_lock_when_the_job_ends(
     workspace.cleanup()
     assert not (extensions / "kc_twice" / "lock").exists()
     assert (extensions / "kc_twice" / "kc_twice.so").exists()
+
+
+def test_links_the_job_plants_in_its_cache_lead_the_harness_nowhere(tmp_path: Path) -> None:
+    """The job owns its cache copy: a link in place of the folder, or of a folder inside the
+    shared cache, must not make the harness copy from or write to where it points."""
+    secrets_folder = tmp_path / "elsewhere"
+    secrets_folder.mkdir()
+    (secrets_folder / "other-contestant.cu").write_text("someone else's kernel")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    job = tmp_path / "job-cache"
+    job.symlink_to(secrets_folder)
+    assert ws._copy_tree(job, shared, ws.CACHE_COPY_LIMIT) == 0
+    assert list(shared.iterdir()) == []
+    source = tmp_path / "job-real"
+    (source / "ext").mkdir(parents=True)
+    (source / "ext" / "planted.so").write_text("x")
+    (shared / "ext").symlink_to(secrets_folder)
+    assert ws._copy_tree(source, shared, ws.CACHE_COPY_LIMIT) == 0
+    assert sorted(p.name for p in secrets_folder.iterdir()) == ["other-contestant.cu"]
+
+
+def test_a_later_process_of_the_job_gets_the_same_cache_and_no_second_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kernelcup.harness.process import Identity
+
+    monkeypatch.setenv(ws.CACHE_ENV, str(tmp_path / "cache"))
+    spec = leaderboard_spec(LEADERBOARDS / "addmul", submission("correct.py"))
+    workspace = ws.Workspace.create(spec, Identity(uid=None, gid=None, description="no sandbox (test)"))
+    try:
+        first = ws.build_cache_env(spec, workspace)
+        assert ws.build_cache_env(spec, workspace) == first
+        assert len(workspace.shared) == 3
+    finally:
+        workspace.cleanup()
