@@ -23,6 +23,10 @@ Cross-checks, from readings the child cannot fake coherently:
   as the harness sees it. Where real calls take clearly longer there than no-op calls, the
   submission's code ran outside its timed call (destructors, deferred work, threads, GPU work
   launched after returning): the difference is added to every call's time, never a failure.
+- the output as the call left it: right after each timed call the child reads a random sample
+  of the output (``harness/witness.py``); when the harness checks that call's output, the
+  sample is read again, and an output still being written after the call returned (by a
+  thread, a finalizer, a kernel launched late) fails the run.
 - the physical floor: a median below ``max(flops / peak, bytes / bandwidth)`` fails the run.
 
 The no-op calls also measure what the timing itself costs: the two CUDA events around a call

@@ -27,6 +27,10 @@ from pathlib import Path
 from typing import Any
 
 MAX_TRACEBACK = 8000
+LATE_WORK = (
+    "its output was still being written after custom_kernel returned (work left to a thread, or "
+    "queued after the call ended): every result must be complete when the call returns"
+)
 
 
 def _enter_user_namespace() -> str:
@@ -170,6 +174,7 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
     from kernelcup.harness import fingerprint as fp
     from kernelcup.harness import timing, transfer
     from kernelcup.harness.problem import Problem, ProblemError
+    from kernelcup.harness.witness import Witnesses
 
     if requested_device == "cuda" or (requested_device == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
@@ -185,6 +190,7 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
         _poison_host_allocations()
     timer = timing.make_timer(device)
     synchronize = timer.synchronize
+    witnesses = Witnesses(device)
     oom_types: tuple[type[BaseException], ...] = (MemoryError, torch.cuda.OutOfMemoryError)
     channel.send({"msg": "started", "device": device.type})
 
@@ -229,6 +235,7 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
     staging: Any = None
     ipc_failed = group is not None  # ranks ship their outputs as bytes, to the harness's rank processes
     kept: Any = None
+    witness: Any = None
     last_input_bytes = 0
     device_name = str(device) if group is not None and device.type == "cuda" else device.type
 
@@ -307,10 +314,14 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
                 warm = timing.warm_up(timer, kernel, fresh_inputs, float(message["min_s"]), float(message["max_s"]))
                 channel.send({"msg": "warm", **warm.__dict__})
             elif op == "time":
-                kept = None
+                kept = witness = None
                 data = generate(message)
-                reading = timer.time_call(noop if message.get("noop") else kernel, data, announce_call)
+                noop_call = bool(message.get("noop"))
+                reading = timer.time_call(noop if noop_call else kernel, data, announce_call)
                 kept = reading.output
+                # Before anything lets another thread run (the message below): what the output
+                # holds now. A no-op call reads its inputs instead, so both cost the same.
+                witness = witnesses.take(data if noop_call else kept)
                 channel.send(
                     {
                         "msg": "timed",
@@ -330,8 +341,11 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
                 channel.send({"msg": "timed", **reading})
                 del data
             elif op == "ship":
-                ship(kept, None)
-                kept = None
+                if witnesses.changed(witness, kept):
+                    channel.send({"msg": "bad_output", "error": LATE_WORK})
+                else:
+                    ship(kept, None)
+                kept = witness = None
             else:
                 channel.send({"msg": "internal_error", "error": f"unknown op {op!r}"})
         except _ProblemFailure as exc:

@@ -40,10 +40,12 @@ timed as one stream; a single-stream one pays only the host queries, which the s
 host time and about 340 µs of GPU front-end work inside the timed window per call on the H100,
 which moved scores by up to 3x and broke run-to-run agreement.)
 
-Not covered: work on copy engines (a side-stream memcpy can run while SMs are full), streams a
-submission creates outside torch's pools as non-blocking (raw ``cudaStreamCreateWithFlags``),
-and work launched from another thread after the call returns; the harness's wall-clock check
-catches the last two when they are large. Where the GPU-wide sleep cannot be built (no NVRTC),
+Not covered here: work on copy engines (a side-stream memcpy can run while SMs are full), and
+streams a submission creates outside torch's pools as non-blocking (raw
+``cudaStreamCreateWithFlags``); the harness's wall-clock check catches the latter when it is
+large. Work that writes the output after the call returned (a thread, a finalizer, a kernel
+launched late) fails the run instead: the child reads a sample of the output right after each
+call and again when the harness asks for it (``harness/witness.py``). Where the GPU-wide sleep cannot be built (no NVRTC),
 the timer falls back to torch's one-thread sleep, and the result's ``isolation`` says that
 side streams are untimed.
 """

@@ -120,6 +120,19 @@ def test_tampering_with_the_harness_timer_object_fails_the_run() -> None:
     assert "timer tampering" in result.verdict
 
 
+def test_an_output_written_after_the_call_returned_fails_a_timed_run() -> None:
+    """The output is written when the harness frees the inputs, after the call's timing ended
+    and before the harness reads it. Untimed modes cannot tell (the output is complete when
+    read); a timed run compares what the output held right after the call with what it ships."""
+    late = submission("late_writer.py")
+    assert run_harness(leaderboard_spec(ADDMUL, late, timeout_s=60)).outcome().status is Status.PASSED
+    for mode in (Mode.BENCHMARK, Mode.RANKED):
+        result = run_harness(leaderboard_spec(ADDMUL, late, mode, timeout_s=90)).outcome()
+        assert result.status is Status.FAILED, (mode, result.verdict)
+        assert "still being written after custom_kernel returned" in result.verdict
+        assert "timed call 1," in result.verdict  # the first timed call's output is always read
+
+
 def _wait(check: Callable[[], bool], seconds: float) -> bool:
     limit = time.monotonic() + seconds
     while not check() and time.monotonic() < limit:

@@ -522,3 +522,28 @@ def test_without_memory_for_the_harness_own_reference_the_check_alone_decides() 
     with pytest.raises(checking.LeaderboardFault, match="ran out of memory while the leaderboard's check"):
         checking.check_output(hungry, data, data.clone())  # type: ignore[arg-type]
     assert hungry.checks == 2  # once more after the harness let go of what it held
+
+
+def test_a_witness_sees_an_output_change_and_nothing_else() -> None:
+    from kernelcup.harness.witness import Witnesses
+
+    witnesses = Witnesses(torch.device("cpu"))
+    out = torch.full((40, 30), float("nan"))
+    witness = witnesses.take((torch.empty(0), out))
+    assert witness is not None and witness.tensor == 1  # the only tensor with elements
+    assert not witnesses.changed(witness, (torch.empty(0), out))  # NaN is the same bytes again
+    out.fill_(1.0)
+    assert witnesses.changed(witness, (torch.empty(0), out))
+    assert witnesses.take(None) is None and witnesses.take(torch.empty(0, 3)) is None
+    assert not witnesses.changed(None, out)
+    for value in (
+        torch.tensor(3.5),
+        torch.zeros(7, dtype=torch.bool),
+        torch.zeros(5, dtype=torch.float8_e4m3fn),
+        torch.zeros(4, 6, dtype=torch.complex64)[:, ::2],
+        torch.zeros(9, dtype=torch.bfloat16).expand(3, 9),
+    ):
+        seen = witnesses.take({"y": [value]})
+        assert seen is not None and not witnesses.changed(seen, {"y": [value]}), value.dtype
+        (value.view(torch.uint8) if value.element_size() == 1 else value).fill_(1)
+        assert witnesses.changed(seen, {"y": [value]}), value.dtype

@@ -1,0 +1,107 @@
+"""A call's output as it was when its timing ended, to catch work that went on after it.
+
+A submission can hand its work to a thread (or leave a kernel to be launched from one) and
+return before the work is done: the timed call then reads a few microseconds, and the output
+is complete by the time the harness asks for it, a socket round trip later. Right after each
+timed call (the device synchronized, so every kernel the call queued has finished) the child
+reads a few elements of the output at positions drawn there and then from the operating
+system's randomness, on a stream of its own that waits for no other. When the harness later
+asks for that call's output, the same elements are read again: if any changed, the output
+was still being written after the call returned, and the run fails.
+
+An honest submission's output cannot change in between: no call runs, and whatever the call
+left on a side stream was waited for before the reading. The same reading is taken of the
+inputs of a no-op call, so real and no-op calls cost the child the same, which the harness's
+clock cross-checks rely on (``harness/benchmark.py``). Imported before the submission, so the
+randomness and the stream are the harness's.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from kernelcup.harness import transfer
+
+SAMPLES = 64
+_random_bytes = os.urandom  # captured before the submission is imported
+
+_SAME_SIZE_INTEGER = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+@dataclass
+class Witness:
+    tensor: int  # which of the output's tensors, in transfer.flatten's order
+    positions: tuple[torch.Tensor, ...]  # one index tensor per dimension, on the CPU
+    values: bytes
+
+
+class Witnesses:
+    """Readings of outputs for one child: a generator and, on a GPU, a stream of their own."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.generator = torch.Generator()
+        self.stream = _own_stream(device) if device.type == "cuda" else None
+
+    def take(self, value: Any) -> Witness | None:
+        """Read ``SAMPLES`` elements of one of ``value``'s tensors, chosen now; None where
+        ``value`` holds no element (or is no output the harness would accept)."""
+        try:
+            _, tensors = transfer.flatten(value)
+        except transfer.OutputError:
+            return None
+        candidates = [index for index, tensor in enumerate(tensors) if tensor.numel() > 0]
+        if not candidates:
+            return None
+        self.generator.manual_seed(int.from_bytes(_random_bytes(8), "little") >> 1)
+        chosen = candidates[int(torch.randint(len(candidates), (1,), generator=self.generator))]
+        tensor = tensors[chosen]
+        positions = tuple(torch.randint(size, (SAMPLES,), generator=self.generator) for size in tensor.shape)
+        return Witness(chosen, positions, self._read(tensor, positions))
+
+    def changed(self, witness: Witness | None, value: Any) -> bool:
+        """Whether ``value`` (the same output, now) differs where ``witness`` read it."""
+        if witness is None:
+            return False
+        try:
+            _, tensors = transfer.flatten(value)
+        except transfer.OutputError:
+            return False  # shipping it reports what is wrong with it
+        if witness.tensor >= len(tensors):
+            return True
+        return self._read(tensors[witness.tensor], witness.positions) != witness.values
+
+    def _read(self, tensor: torch.Tensor, positions: tuple[torch.Tensor, ...]) -> bytes:
+        integers = _SAME_SIZE_INTEGER.get(tensor.element_size())
+        if integers is not None and not tensor.is_complex():
+            # Bytes, not values: NaN equals itself, and fp8/fp4 dtypes have no indexing kernels.
+            tensor = tensor.view(integers)
+        if self.stream is None:
+            picked = tensor[positions] if positions else tensor.reshape(1)
+            return bytes(picked.contiguous().view(torch.uint8).numpy().tobytes())
+        with torch.cuda.stream(self.stream):
+            on_device = tuple(p.to(self.device) for p in positions)
+            picked = tensor[on_device] if on_device else tensor.reshape(1)
+            host = picked.contiguous().view(torch.uint8).cpu()
+        self.stream.synchronize()
+        return bytes(host.numpy().tobytes())
+
+
+def _own_stream(device: torch.device) -> torch.cuda.Stream:
+    """A non-blocking stream of the harness's own, made through the CUDA driver: a stream from
+    torch's pools could be handed to the submission too, which could queue late work on it
+    ahead of the reading. torch's pools where the driver cannot be reached."""
+    try:
+        create = ctypes.CDLL("libcuda.so.1").cuStreamCreate
+        create.argtypes, create.restype = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint], ctypes.c_int
+        handle = ctypes.c_void_p()
+        if create(ctypes.byref(handle), 1) == 0 and handle.value:  # CU_STREAM_NON_BLOCKING
+            return torch.cuda.ExternalStream(handle.value, device=device)  # type: ignore[no-untyped-call]
+    except (OSError, AttributeError):
+        pass
+    return torch.cuda.Stream(device=device)  # type: ignore[no-untyped-call]
