@@ -547,3 +547,15 @@ def test_a_witness_sees_an_output_change_and_nothing_else() -> None:
         assert seen is not None and not witnesses.changed(seen, {"y": [value]}), value.dtype
         (value.view(torch.uint8) if value.element_size() == 1 else value).fill_(1)
         assert witnesses.changed(seen, {"y": [value]}), value.dtype
+
+
+def test_warm_up_stops_after_two_calls_that_outlast_its_limit_and_batches_fast_ones() -> None:
+    import time as clock
+
+    from kernelcup.harness import timing
+
+    timer = timing.make_timer(torch.device("cpu"))
+    slow = timing.warm_up(timer, lambda data: clock.sleep(0.3), lambda: None, 0.1, 0.5)
+    assert slow.calls == 2, slow
+    fast = timing.warm_up(timer, lambda data: None, lambda: None, 0.0, 0.5)
+    assert fast.calls >= 3 + 5 * 3, fast  # batches until three agree (or the limit)
