@@ -45,9 +45,9 @@ streams a submission creates outside torch's pools as non-blocking (raw
 ``cudaStreamCreateWithFlags``); the harness's wall-clock check catches the latter when it is
 large. Work that writes the output after the call returned (a thread, a finalizer, a kernel
 launched late) fails the run instead: the child reads a sample of the output right after each
-call and again when the harness asks for it (``harness/witness.py``). Where the GPU-wide sleep cannot be built (no NVRTC),
-the timer falls back to torch's one-thread sleep, and the result's ``isolation`` says that
-side streams are untimed.
+call and again when the harness asks for it (``harness/witness.py``). Where the GPU-wide
+sleep cannot be built (no NVRTC), the timer falls back to torch's one-thread sleep, and the
+result's ``isolation`` says that side streams are untimed.
 """
 
 from __future__ import annotations
