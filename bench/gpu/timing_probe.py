@@ -15,7 +15,10 @@ range holds the empty kernel and the vectoradd calls only.
 loop; ``varied`` holds spacers of random number and size while each call's inputs are made and
 used, so every call sees its buffers somewhere else. ``PROBE_CASES=histogram`` and
 ``PROBE_PLACEMENTS=fixed`` narrow the run. ``PROBE_SLEEP=thread`` times with torch's one-thread
-sleep instead of the GPU-wide one (is a mode the wide sleep's doing?).
+sleep instead of the GPU-wide one (is a mode the wide sleep's doing?). ``PROBE_PIN=rotate`` pins
+process *i* to CPU *i* (modulo the CPUs it may use) and ``PROBE_PIN=same`` every process to the
+last one: does a per-process mode follow the CPU a process runs on? Each row names the CPU each
+process ended on.
 """
 
 from __future__ import annotations
@@ -70,7 +73,22 @@ def spacers(rng: random.Random) -> list[Any]:
     return held
 
 
-def one_process(index: int, placement: str) -> int:
+def pin(process: int) -> None:
+    mode = os.environ.get("PROBE_PIN", "")
+    allowed = sorted(os.sched_getaffinity(0))
+    if mode == "rotate":
+        os.sched_setaffinity(0, {allowed[process % len(allowed)]})
+    elif mode == "same":
+        os.sched_setaffinity(0, {allowed[-1]})
+
+
+def current_cpu() -> int:
+    fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[36])  # field 39 of stat(5), counted after the command name
+
+
+def one_process(index: int, placement: str, process: int = 0) -> int:
+    pin(process)
     from kernelcup.harness import timing
     from kernelcup.harness.timing import CudaTimer, warm_up
 
@@ -100,6 +118,7 @@ def one_process(index: int, placement: str) -> int:
                 "sleep_us": timer.sleep_ns / 1000,
                 "host_us": statistics.median(hosts) / 1000,
                 "host_over_sleep": sum(h > timer.sleep_ns for h in hosts) / len(hosts),
+                "cpu": current_cpu(),
             }
         )
     )
@@ -116,9 +135,10 @@ def spread(procs: int) -> int:
             medians = []
             halves = []
             hosts = []
-            for _ in range(procs):
+            cpus = []
+            for process in range(procs):
                 out = subprocess.run(
-                    [sys.executable, __file__, "one", str(index), placement],
+                    [sys.executable, __file__, "one", str(index), placement, str(process)],
                     capture_output=True,
                     text=True,
                     check=False,
@@ -130,13 +150,16 @@ def spread(procs: int) -> int:
                 medians.append(row["median"] / 1000)
                 halves.append(abs(row["first_half"] - row["second_half"]) / row["median"] * 100)
                 hosts.append(f"{row['host_us']:.0f}/{row['sleep_us']:.0f}/{row['host_over_sleep']:.2f}")
+                cpus.append(str(row["cpu"]))
             lo, hi = min(medians), max(medians)
             print(
                 f"{board} {json.dumps(case)} {placement}: medians µs "
                 + ", ".join(f"{m:.2f}" for m in medians)
                 + f" | spread {100 * (hi - lo) / lo:.2f}% | in-process halves max {max(halves):.2f}%"
                 + " | host µs/sleep µs/share over: "
-                + ", ".join(hosts),
+                + ", ".join(hosts)
+                + " | cpu: "
+                + ", ".join(cpus),
                 flush=True,
             )
     return 0
@@ -230,7 +253,7 @@ def main() -> int:
     if command == "spread":
         return spread(int(sys.argv[2]) if len(sys.argv) > 2 else 5)
     if command == "one":
-        return one_process(int(sys.argv[2]), sys.argv[3])
+        return one_process(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]) if len(sys.argv) > 4 else 0)
     raise SystemExit(f"unknown command {command}")
 
 
