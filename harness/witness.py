@@ -18,6 +18,7 @@ randomness and the stream are the harness's.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 from dataclasses import dataclass
@@ -49,7 +50,13 @@ class Witnesses:
 
     def take(self, value: Any) -> Witness | None:
         """Read ``SAMPLES`` elements of one of ``value``'s tensors, chosen now; None where
-        ``value`` holds no element (or is no output the harness would accept)."""
+        ``value`` holds no element, or where it cannot be read (shipping it says why)."""
+        try:
+            return self._take(value)
+        except Exception:
+            return None
+
+    def _take(self, value: Any) -> Witness | None:
         tensors = _tensors(value)
         candidates = [index for index, tensor in enumerate(tensors) if tensor.numel() > 0]
         if not candidates:
@@ -72,7 +79,10 @@ class Witnesses:
         tensors = _tensors(value)
         if witness.tensor >= len(tensors):
             return True
-        return self._read(tensors[witness.tensor], witness.positions) != witness.values
+        try:
+            return self._read(tensors[witness.tensor], witness.positions) != witness.values
+        except Exception:
+            return False  # the same read worked right after the call: shipping it says what broke
 
     def _read(self, tensor: torch.Tensor, positions: tuple[torch.Tensor, ...]) -> bytes:
         integers = _SAME_SIZE_INTEGER.get(tensor.element_size())
@@ -81,14 +91,17 @@ class Witnesses:
             tensor = tensor.view(integers)
         if len(positions) == 1 and tensor.dim() != 1:
             tensor = tensor.reshape(-1)  # contiguous when read: a view
-        if self.stream is None:
+        if tensor.device.type == "cpu":
             picked = tensor[positions] if positions else tensor.reshape(1)
             return bytes(picked.contiguous().view(torch.uint8).numpy().tobytes())
-        with torch.cuda.stream(self.stream):
-            on_device = tuple(p.to(self.device) for p in positions)
+        with contextlib.ExitStack() as stack:
+            if self.stream is not None and tensor.device == self.stream.device:
+                stack.enter_context(torch.cuda.stream(self.stream))
+            on_device = torch.stack(positions).to(tensor.device).unbind() if positions else ()
             picked = tensor[on_device] if on_device else tensor.reshape(1)
             host = picked.contiguous().view(torch.uint8).cpu()
-        self.stream.synchronize()
+        if self.stream is not None:
+            self.stream.synchronize()
         return bytes(host.numpy().tobytes())
 
 
