@@ -35,6 +35,18 @@ if TYPE_CHECKING:
 FRESH_MAX_SHARE = 0.5
 
 
+def time_share(left_s: float, slots_left: int, starts_left: int, startup_s: float) -> float:
+    """Seconds for the next case of a round: 85% of the time left, less the start-ups still to
+    come, split over the cases still to time."""
+    return 0.85 * max(0.0, left_s - starts_left * startup_s) / max(1, slots_left)
+
+
+def fresh_fits(left_s: float, startup_s: float, needed_after_s: float = 0.0) -> bool:
+    """Whether a start-up of ``startup_s`` fits in ``left_s`` with ``needed_after_s`` to spare and
+    leaves at least ``1 - FRESH_MAX_SHARE`` of the time for timing."""
+    return startup_s <= FRESH_MAX_SHARE * left_s and startup_s + needed_after_s <= left_s
+
+
 def start_python_child(workspace: Workspace, device: str) -> Child:
     """Start the submission's process in ``workspace`` for ``device``; it waits for ``load``."""
     sandboxed = workspace.sandbox is not None
@@ -153,9 +165,7 @@ class Children:
 
     def fresh_affordable(self, needed_after_s: float = 0.0) -> bool:
         """Whether a fresh process fits in the time left, with ``needed_after_s`` still to spare."""
-        left = self.deadline - time.monotonic()
-        estimate = self.startup_estimate()
-        return estimate <= FRESH_MAX_SHARE * left and estimate + needed_after_s <= left
+        return fresh_fits(self.deadline - time.monotonic(), self.startup_estimate(), needed_after_s)
 
     def fresh(self, round_number: int) -> Session:
         """End the current process and bring up a new one for ``round_number``, as the first was."""

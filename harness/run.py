@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kernelcup.harness import scoring
-from kernelcup.harness.children import Children, start_python_child
+from kernelcup.harness.children import Children, start_python_child, time_share
 from kernelcup.harness.evaluators import uses_own_evaluator
 from kernelcup.harness.process import Child, Identity, child_identity
 from kernelcup.harness.reporting import Emit
@@ -306,8 +306,7 @@ def _run_benchmarks(
             label += f", round {round_index + 1}"
             if children.current.started_for == round_index + 1 > 1:
                 label += " (in a fresh process)"
-        reserved = starts_left * children.startup_estimate()
-        seconds = 0.85 * max(0.0, deadline - time.monotonic() - reserved) / slots_left
+        seconds = time_share(deadline - time.monotonic(), slots_left, starts_left, children.startup_estimate())
         timing = benchmark.time_case(
             children.session, problem, seeds, case, label, plan, seconds, spec.gpu, MAX_OUTPUT_PAYLOAD, rng, round_index
         )
