@@ -304,7 +304,7 @@ def _run_benchmarks(
         label = f"benchmark {index + 1} of {len(cases)} ({describe_case(case)})"
         if rounds > 1:
             label += f", round {round_index + 1}"
-            if children.current.started_for == round_index + 1 > 1:
+            if round_index > 0 and children.current.started_for == round_index + 1:
                 label += " (in a fresh process)"
         seconds = time_share(deadline - time.monotonic(), slots_left, starts_left, children.startup_estimate())
         timing = benchmark.time_case(
