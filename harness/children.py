@@ -18,7 +18,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kernelcup.harness.process import Child, child_environment, spawn
 from kernelcup.harness.reporting import attach_process_outputs
@@ -27,7 +27,6 @@ from kernelcup.harness.verdict import RunEnded
 from kernelcup.harness.workspace import Workspace, build_cache_env
 
 if TYPE_CHECKING:
-    from kernelcup.harness.run import Prepared
     from kernelcup.harness.session import Session
 
 # A fresh process is started only where its start-up leaves at least this share of the time
@@ -79,6 +78,12 @@ def wanted(spec_device: str, started: str) -> bool:
     return spec_device == "auto" or spec_device == started
 
 
+class ChildSlot(Protocol):
+    """Where the job's clean-ups look for its live process (``run.Prepared``)."""
+
+    child: Child | None
+
+
 @dataclass
 class Process:
     """One of the job's processes: its conversation, and how long it took to become ready."""
@@ -101,7 +106,7 @@ class Children:
     reaching :meth:`close` (``run_job``'s and ``__main__``'s clean-ups) still kill it.
     """
 
-    def __init__(self, spec: JobSpec, workspace: Workspace, prepared: Prepared, deadline: float) -> None:
+    def __init__(self, spec: JobSpec, workspace: Workspace, prepared: ChildSlot, deadline: float) -> None:
         self.spec = spec
         self.workspace = workspace
         self.prepared = prepared
