@@ -96,6 +96,7 @@ class CaseTiming:
     median_s: float
     times: list[float] = dataclasses.field(default_factory=list)  # per-call ns, as judged
     note: str = ""
+    process: int = 1  # which of the job's submission processes timed it (harness/children.py)
 
 
 def rounds_agree(rounds: list[CaseTiming]) -> bool:
@@ -116,7 +117,11 @@ def combine_rounds(
     rounds: list[CaseTiming], problem: Problem, case: Case, gpu: GpuInfo, device: str, label: str, l2_bytes: int
 ) -> CaseTiming:
     """One case's result from its rounds: all samples pooled, without the round farthest from
-    the others when there are three."""
+    the others when there are three.
+
+    The pooled interval alone would only say how well the samples pin down their median; rounds
+    run in separate processes, and a process can be a few percent fast or slow for its whole
+    life, so the interval is widened to cover every kept round's median too."""
     if len(rounds) == 1:
         return rounds[0]
     kept = list(rounds)
@@ -124,9 +129,19 @@ def combine_rounds(
         middle = stats.median(sorted(r.median_s for r in kept))
         kept.remove(max(kept, key=lambda r: abs(r.median_s - middle)))
     times = [t for r in kept for t in r.times]
-    note = "; ".join(dict.fromkeys(r.note for r in kept if r.note))
+    notes = [r.note for r in kept if r.note]
+    processes = len({r.process for r in rounds})
+    if processes < len(rounds):
+        notes.append(
+            f"its {len(rounds)} rounds ran in {processes} process{'es' if processes > 1 else ''}: "
+            "too little time was left to start a fresh one for each"
+        )
+    note = "; ".join(dict.fromkeys(notes))
     summary = stats.summarize(times)
     result = stats.case_result(case, summary, note)
+    result.round_median_ns = [r.result.median_ns if r.result.median_ns is not None else r.median_s * 1e9 for r in kept]
+    result.ci_low_ns = min([summary.ci_low, *result.round_median_ns])
+    result.ci_high_ns = max([summary.ci_high, *result.round_median_ns])
     overheads = [r.result.timer_overhead_ns for r in kept if r.result.timer_overhead_ns is not None]
     result.timer_overhead_ns = _median(overheads) if overheads else None
     roofline(result, problem, case, gpu, device, label, l2_bytes)

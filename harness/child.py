@@ -22,10 +22,12 @@ import os
 import signal
 import socket
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
 
+BORN = time.monotonic()  # the start-up the harness budgets for a fresh process counts from here
 MAX_TRACEBACK = 8000
 LATE_WORK = (
     "its output was still being written after custom_kernel returned (work left to a thread, or "
@@ -192,7 +194,7 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
     synchronize = timer.synchronize
     witnesses = Witnesses(device)
     oom_types: tuple[type[BaseException], ...] = (MemoryError, torch.cuda.OutOfMemoryError)
-    channel.send({"msg": "started", "device": device.type})
+    channel.send({"msg": "started", "device": device.type, "startup_s": round(time.monotonic() - BORN, 3)})
 
     order, _ = channel.recv(max_payload=0)
     if order.get("op") != "load":

@@ -12,19 +12,19 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-import sys
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kernelcup.harness import scoring
+from kernelcup.harness.children import Children, start_python_child, time_share
 from kernelcup.harness.evaluators import uses_own_evaluator
-from kernelcup.harness.process import Child, Identity, child_environment, child_identity, spawn
-from kernelcup.harness.reporting import Emit, attach_output
+from kernelcup.harness.process import Child, Identity, child_identity
+from kernelcup.harness.reporting import Emit
 from kernelcup.harness.seeds import SeedPlan
 from kernelcup.harness.spec import CaseResult, JobSpec, Mode, Progress, Result, Status
 from kernelcup.harness.verdict import RunEnded, describe_case, format_seconds
-from kernelcup.harness.workspace import Workspace, WorkspaceError, build_cache_env
+from kernelcup.harness.workspace import Workspace, WorkspaceError
 
 if TYPE_CHECKING:
     from kernelcup.harness.session import Session, Shipped
@@ -139,60 +139,19 @@ def run_job(spec: JobSpec, emit: Emit, started: float | None = None, prepared: P
     return result
 
 
-def start_python_child(workspace: Workspace, device: str) -> Child:
-    """Start the submission's process in ``workspace`` for ``device``; it waits for ``load``."""
-    sandboxed = workspace.sandbox is not None
-    command = [
-        sys.executable,
-        "-P",
-        "-m",
-        "kernelcup.harness.child",
-        "{fd}",
-        # In the sandbox the child is PID 1 of its namespace and dies with the launcher chain.
-        "0" if sandboxed else str(os.getpid()),
-        device,
-        "1" if workspace.identity.userns else "0",
-    ]
-    env = child_environment(workspace.home, {})
-    return spawn(command, workspace.work, workspace.identity, env, workspace.sandbox)
-
-
-def _load_order(spec: JobSpec, workspace: Workspace) -> dict[str, Any]:
-    """The child's ``load`` order: where the job is, and the per-submission build caches."""
-    return {
-        "op": "load",
-        "workdir": str(workspace.work),
-        "submission": spec.submission_name,
-        "env": build_cache_env(spec, workspace),
-    }
-
-
-def _wanted(spec_device: str, started: str) -> bool:
-    return spec_device == "auto" or spec_device == started
-
-
 def _run_python(
     spec: JobSpec, workspace: Workspace, prepared: Prepared, result: Result, emit: Emit, deadline: float
 ) -> None:
-    from kernelcup.harness.session import Session
-
-    child = prepared.child or start_python_child(workspace, spec.device)
-    prepared.child = child
-    session = Session(child, deadline, spec.timeout_s, device="cpu")
+    children = Children(spec, workspace, prepared, deadline)
     try:
-        if not _wanted(spec.device, session.wait_started()):  # a standby started for another device
-            prepared.discard_child()
-            child = prepared.child = start_python_child(workspace, spec.device)
-            session = Session(child, deadline, spec.timeout_s, device="cpu")
-            session.wait_started()
-        session.load(_load_order(spec, workspace))
+        session = children.start()
         from kernelcup.harness.problem import Problem, ProblemError
 
         try:
             problem = Problem(workspace.harness_dir)
         except ProblemError as exc:
             raise RunEnded(Status.ERROR, str(exc)) from None
-        session.wait_ready()
+        children.wait_ready()
         from kernelcup.harness import sysinfo
 
         nvml = sysinfo.Nvml() if session.device == "cuda" else None
@@ -224,15 +183,11 @@ def _run_python(
         if nvml is not None:
             result.system.sm_clock_mhz_before = nvml.sm_clock_mhz()
         with sysinfo.watching(nvml, result.system):
-            _run_benchmarks(session, problem, seeds, spec, result, emit, deadline)
+            _run_benchmarks(children, problem, seeds, spec, result, emit, deadline)
         if nvml is not None:
             result.system.sm_clock_mhz_after = nvml.sm_clock_mhz()
     finally:
-        session.exit()
-        child.finish()
-        prepared.child = None
-        session.close()
-        attach_output(result, child.stdout, child.stderr)
+        children.close(result)
 
 
 def _run_tests(session: Session, problem: Any, seeds: SeedPlan, spec: JobSpec, result: Result, emit: Emit) -> None:
@@ -320,7 +275,7 @@ def _judge(
 
 
 def _run_benchmarks(
-    session: Session,
+    children: Children,
     problem: Any,
     seeds: SeedPlan,
     spec: JobSpec,
@@ -328,6 +283,8 @@ def _run_benchmarks(
     emit: Emit,
     deadline: float,
 ) -> None:
+    """Time every case; ranked: in rounds, each round in a fresh process where time allows
+    (harness/children.py), the start-ups still to come kept out of each case's time share."""
     from kernelcup.harness import benchmark
 
     cases = spec.task.benchmarks
@@ -342,31 +299,40 @@ def _run_benchmarks(
     total = len(orders)
     emit(Progress("benchmarking", 0, total))
 
-    def time_one(round_index: int, index: int, slots_left: int) -> None:
+    def time_one(round_index: int, index: int, slots_left: int, starts_left: int) -> None:
         case = cases[index]
         label = f"benchmark {index + 1} of {len(cases)} ({describe_case(case)})"
         if rounds > 1:
             label += f", round {round_index + 1}"
-        seconds = 0.85 * (deadline - time.monotonic()) / slots_left
-        timings[index].append(
-            benchmark.time_case(
-                session, problem, seeds, case, label, plan, seconds, spec.gpu, MAX_OUTPUT_PAYLOAD, rng, round_index
-            )
+            if round_index > 0 and children.current.started_for == round_index + 1:
+                label += " (in a fresh process)"
+        seconds = time_share(deadline - time.monotonic(), slots_left, starts_left, children.startup_estimate())
+        timing = benchmark.time_case(
+            children.session, problem, seeds, case, label, plan, seconds, spec.gpu, MAX_OUTPUT_PAYLOAD, rng, round_index
         )
+        timing.process = len(children.processes)
+        timings[index].append(timing)
 
     for done, (round_index, index) in enumerate(orders):
-        time_one(round_index, index, total - done)
+        if round_index > 0 and index == 0 and children.fresh_affordable():
+            children.fresh(round_index + 1)  # between rounds, never while one is timed
+        time_one(round_index, index, total - done, rounds - 1 - round_index)
         emit(Progress("benchmarking", done + 1, total))
     if rounds > 1:  # a third round where two disagree, while time is left for it
         split = [i for i, t in enumerate(timings) if not benchmark.rounds_agree(t)]
+        needed_s = 0.3 * spec.timeout_s / len(cases)
+        if split and children.fresh_affordable(needed_s):
+            children.fresh(rounds + 1)
         for position, index in enumerate(split):
-            if deadline - time.monotonic() > 0.3 * spec.timeout_s / len(cases):
-                time_one(rounds, index, len(split) - position)
-    l2_bytes = benchmark.l2_of(session)
+            if deadline - time.monotonic() > needed_s:
+                time_one(rounds, index, len(split) - position, 0)
+    l2_bytes = benchmark.l2_of(children.session)
     medians: list[float] = []
     for index, case in enumerate(cases):
         label = f"benchmark {index + 1} of {len(cases)} ({describe_case(case)})"
-        combined = benchmark.combine_rounds(timings[index], problem, case, spec.gpu, session.device, label, l2_bytes)
+        combined = benchmark.combine_rounds(
+            timings[index], problem, case, spec.gpu, children.session.device, label, l2_bytes
+        )
         result.benchmarks.append(combined.result)
         medians.append(combined.median_s)
     score_s = scoring.score(result, spec.task.ranking_by, medians)

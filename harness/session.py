@@ -53,6 +53,7 @@ class Session:
         self._staging: list[Any] = []  # every buffer lent out stays alive until the end
         self._ipc_broken = False
         self.info: dict[str, Any] = {}
+        self.startup_s = 0.0  # the child's own start-up (torch, device, timer), as it measured it
 
     def close(self) -> None:
         for buffer in self._staging:
@@ -124,6 +125,9 @@ class Session:
         """Wait until the child has started up; the device it runs on ("cuda" or "cpu")."""
         self.activity = "while starting"
         message, _ = self._expect("started")
+        startup = message.get("startup_s")  # sent before the submission is imported: harness code's figure
+        if isinstance(startup, int | float) and 0 <= startup < 1e5:
+            self.startup_s = float(startup)
         return str(message.get("device", ""))
 
     def load(self, order: Message) -> None:

@@ -132,6 +132,9 @@ class CaseResult:
     timer_overhead_ns: float | None = None
     # Multi-GPU: each rank's median, in rank order; ``median_ns`` above is the slowest rank's.
     rank_median_ns: list[float] = field(default_factory=list)
+    # Ranked: each kept round's median, in the order they ran (each round in its own process
+    # where time allowed); empty for a single round. The interval above covers all of them.
+    round_median_ns: list[float] = field(default_factory=list)
 
 
 @dataclass

@@ -84,6 +84,7 @@ class CaseOut(BaseModel):
     min_s: float | None = None
     ci_low_s: float | None = None
     ci_high_s: float | None = None
+    round_median_s: list[float] = Field(default_factory=list)  # ranked: each kept round's median
     gbps: float | None = None
     tflops: float | None = None
     percent_of_peak: float | None = None

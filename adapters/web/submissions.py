@@ -156,7 +156,8 @@ def _case(case: CaseResult) -> CaseOut:
 
     return CaseOut(case=case.case, passed=case.passed, message=case.message, runs=case.runs,
                    median_s=seconds(case.median_ns), min_s=seconds(case.min_ns), ci_low_s=seconds(case.ci_low_ns),
-                   ci_high_s=seconds(case.ci_high_ns), gbps=case.gbps, tflops=case.tflops,
+                   ci_high_s=seconds(case.ci_high_ns), round_median_s=[v * 1e-9 for v in case.round_median_ns],
+                   gbps=case.gbps, tflops=case.tflops,
                    percent_of_peak=case.percent_of_peak)
 
 

@@ -106,6 +106,14 @@ def rank_times(case: CaseResult) -> str:
     return " · ".join(f"r{rank} {format_seconds(value * 1e-9)}" for rank, value in enumerate(medians))
 
 
+def round_times(case: CaseResult) -> str:
+    """Each kept round's median where a ranked case has several (else ""): "1.21 ms · 1.23 ms".
+    Each round ran in its own process; their spread is part of the case's interval."""
+    if len(case.round_median_ns) < 2:
+        return ""
+    return " · ".join(format_seconds(value * 1e-9) for value in case.round_median_ns)
+
+
 def _job_line(session: Session, job: Job, run: Run | None, board: Leaderboard, details: bool) -> tuple[str, bool]:
     status = JobStatus(job.status)
     if not status.finished:
@@ -137,6 +145,7 @@ def _result_of(run: Run) -> Result | None:
 def _benchmark_table(gpu: str, cases: list[CaseResult]) -> Table:
     rows = []
     per_rank = any(rank_times(case) for case in cases)
+    per_round = any(round_times(case) for case in cases)
     for case in cases:
         ci = (
             f"{format_seconds(case.ci_low_ns * 1e-9)} – {format_seconds(case.ci_high_ns * 1e-9)}"
@@ -161,12 +170,13 @@ def _benchmark_table(gpu: str, cases: list[CaseResult]) -> Table:
                 str(case.runs),
                 throughput or "-",
                 *((rank_times(case) or "-",) if per_rank else ()),
+                *((round_times(case) or "-",) if per_round else ()),
                 _ICON[case.passed],
             )
         )
     columns = ("case", "median", "95% CI of median", "min", "runs", "throughput")
     return Table(
-        columns=(*columns, *(("per rank",) if per_rank else ()), "ok"),
+        columns=(*columns, *(("per rank",) if per_rank else ()), *(("per round",) if per_round else ()), "ok"),
         rows=tuple(rows),
         title=f"Benchmarks on {gpu}",
     )

@@ -85,7 +85,8 @@ class ScriptedRunner:
         benchmarks = [
             CaseResult(case=c, passed=True, runs=100, median_ns=score * 1e9, min_ns=score * 0.9e9,
                        ci_low_ns=score * 0.95e9, ci_high_ns=score * 1.05e9, gbps=2.0 / score,
-                       percent_of_peak=min(99.0, 0.05 / score))
+                       percent_of_peak=min(99.0, 0.05 / score),
+                       round_median_ns=[score * 0.99e9, score * 1.01e9] if spec.mode is Mode.RANKED else [])
             for c in (spec.task.benchmarks if timed else [])
         ]
         low, high = scoring.noise_range(spec.task.ranking_by, benchmarks) if timed else (None, None)

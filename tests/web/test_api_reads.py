@@ -139,3 +139,12 @@ async def test_a_multi_gpu_leaderboard_says_how_many_gpus_a_run_uses(client: htt
     assert "multi-GPU: 2 GPUs per run" in page.text
     listing = await client.get("/")
     assert "2 GPUs</span>" in listing.text
+
+
+async def test_a_ranked_submission_reads_with_each_rounds_median(
+    client: httpx.AsyncClient, kc: Kernelcup, tokens: Tokens
+) -> None:
+    submission_id = await ranked(client, kc, tokens.alice, 0.002)
+    done = (await client.get(f"/api/submissions/{submission_id}")).json()
+    case = done["jobs"][0]["benchmarks"][0]
+    assert case["round_median_s"] == pytest.approx([0.00198, 0.00202])

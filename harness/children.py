@@ -1,0 +1,239 @@
+"""The submission's processes of one Python job, one at a time.
+
+A GPU can run a kernel a few percent faster or slower for the whole life of a process (on an
+H100: a histogram case 4.0%, conv2d 1.3% between two processes, while rounds inside one process
+agree to 0.01%). Rounds that share a process share its mode, so a ranked run times each round
+in a fresh process: the first round in the process that ran the tests (already warm), each
+later one in a new process started, loaded and waited for *between* rounds, never while a
+round is being timed (it would compete for the CPU and the GPU). Each start-up counts against
+the job's budget; where too little is left for one, the round runs in the current process.
+
+Every process is brought up the same way (``load`` order, ``ready``) in the same workspace and
+sandbox, and learns no more than the first: seeds still come one at a time with each order.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from kernelcup.harness.process import Child, child_environment, spawn
+from kernelcup.harness.reporting import attach_process_outputs
+from kernelcup.harness.spec import JobSpec, Result, Status
+from kernelcup.harness.verdict import RunEnded
+from kernelcup.harness.workspace import Workspace, build_cache_env
+
+if TYPE_CHECKING:
+    from kernelcup.harness.session import Session
+
+# A fresh process is started only where its start-up leaves at least this share of the time
+# left for timing; otherwise the round runs in the current process (and the case says so).
+FRESH_MAX_SHARE = 0.5
+
+
+def time_share(left_s: float, slots_left: int, starts_left: int, startup_s: float) -> float:
+    """Seconds for the next case of a round: 85% of the time left, less the start-ups still to
+    come, split over the cases still to time."""
+    return 0.85 * max(0.0, left_s - starts_left * startup_s) / max(1, slots_left)
+
+
+def fresh_fits(left_s: float, startup_s: float, needed_after_s: float = 0.0) -> bool:
+    """Whether a start-up of ``startup_s`` fits in ``left_s`` with ``needed_after_s`` to spare and
+    leaves at least ``1 - FRESH_MAX_SHARE`` of the time for timing."""
+    return startup_s <= FRESH_MAX_SHARE * left_s and startup_s + needed_after_s <= left_s
+
+
+def start_python_child(workspace: Workspace, device: str) -> Child:
+    """Start the submission's process in ``workspace`` for ``device``; it waits for ``load``."""
+    sandboxed = workspace.sandbox is not None
+    command = [
+        sys.executable,
+        "-P",
+        "-m",
+        "kernelcup.harness.child",
+        "{fd}",
+        # In the sandbox the child is PID 1 of its namespace and dies with the launcher chain.
+        "0" if sandboxed else str(os.getpid()),
+        device,
+        "1" if workspace.identity.userns else "0",
+    ]
+    env = child_environment(workspace.home, {})
+    return spawn(command, workspace.work, workspace.identity, env, workspace.sandbox)
+
+
+def load_order(spec: JobSpec, workspace: Workspace) -> dict[str, Any]:
+    """The child's ``load`` order: where the job is, and the per-submission build caches."""
+    return {
+        "op": "load",
+        "workdir": str(workspace.work),
+        "submission": spec.submission_name,
+        "env": build_cache_env(spec, workspace),
+    }
+
+
+def wanted(spec_device: str, started: str) -> bool:
+    return spec_device == "auto" or spec_device == started
+
+
+class ChildSlot(Protocol):
+    """Where the job's clean-ups look for its live process (``run.Prepared``)."""
+
+    child: Child | None
+
+
+@dataclass
+class Process:
+    """One of the job's processes: its conversation, and how long it took to become ready."""
+
+    child: Child
+    session: Session
+    started_for: int  # the round it was started for (1: the first process, which ran the tests)
+    startup_s: float | None = None
+    ended: bool = False
+
+    @property
+    def label(self) -> str:
+        return "the first process" if self.started_for == 1 else f"a fresh process for round {self.started_for}"
+
+
+class Children:
+    """Owns the job's current submission process and ends every one it started.
+
+    ``prepared.child`` always names the live process, so the paths that end a job without
+    reaching :meth:`close` (``run_job``'s and ``__main__``'s clean-ups) still kill it.
+    """
+
+    def __init__(self, spec: JobSpec, workspace: Workspace, prepared: ChildSlot, deadline: float) -> None:
+        self.spec = spec
+        self.workspace = workspace
+        self.prepared = prepared
+        self.deadline = deadline
+        self.processes: list[Process] = []
+        self._order: dict[str, Any] | None = None
+        self._load_sent = 0.0
+        self._reported_startup_s = 0.0
+
+    @property
+    def current(self) -> Process:
+        return self.processes[-1]
+
+    @property
+    def session(self) -> Session:
+        return self.current.session
+
+    def _session(self, child: Child) -> Session:
+        from kernelcup.harness.session import Session
+
+        return Session(child, self.deadline, self.spec.timeout_s, device="cpu")
+
+    def _adopt(self, child: Child, started_for: int) -> Process:
+        self.prepared.child = child
+        process = Process(child, self._session(child), started_for)
+        self.processes.append(process)
+        return process
+
+    def _order_once(self) -> dict[str, Any]:
+        # Once per job: the build caches are copied into the sandbox the first time only.
+        if self._order is None:
+            self._order = load_order(self.spec, self.workspace)
+        return self._order
+
+    def start(self) -> Session:
+        """The first process (the prepared one where it was started for this device), told its
+        job; :meth:`wait_ready` waits for it, so the harness can read the leaderboard meanwhile."""
+        process = self._adopt(self.prepared.child or start_python_child(self.workspace, self.spec.device), 1)
+        if not wanted(self.spec.device, process.session.wait_started()):  # a standby for another device
+            self._end(process)
+            self.processes.remove(process)
+            process = self._adopt(start_python_child(self.workspace, self.spec.device), 1)
+            process.session.wait_started()
+        self._reported_startup_s = process.session.startup_s
+        self._load_sent = time.monotonic()
+        process.session.load(self._order_once())
+        return process.session
+
+    def wait_ready(self) -> Session:
+        session = self.session
+        session.wait_ready()
+        # The first process may have started long before the job (a standby): its own start-up
+        # as it measured it, plus loading the submission.
+        self.current.startup_s = self._reported_startup_s + (time.monotonic() - self._load_sent)
+        return session
+
+    def startup_estimate(self) -> float:
+        """Seconds a fresh process is expected to take: the last one measured."""
+        measured = [p.startup_s for p in self.processes if p.startup_s is not None]
+        return measured[-1] if measured else 0.0
+
+    def fresh_affordable(self, needed_after_s: float = 0.0) -> bool:
+        """Whether a fresh process fits in the time left, with ``needed_after_s`` still to spare."""
+        return fresh_fits(self.deadline - time.monotonic(), self.startup_estimate(), needed_after_s)
+
+    def fresh(self, round_number: int) -> Session:
+        """End the current process and bring up a new one for ``round_number``, as the first was."""
+        device = self.session.device
+        begun = time.monotonic()
+        self._end(self.current)
+        where = (
+            f"in a fresh process started for round {round_number} of the benchmarks "
+            "(the tests and the earlier rounds ran in an earlier one)"
+        )
+        try:
+            child = start_python_child(self.workspace, self.spec.device)
+        except OSError as exc:
+            raise RunEnded(
+                Status.ERROR, f"could not start the submission's process for round {round_number}: {exc}"
+            ) from None
+        process = self._adopt(child, round_number)
+        try:
+            process.session.wait_started()
+            process.session.load(self._order_once())
+            process.session.wait_ready()
+        except RunEnded as ended:
+            raise RunEnded(ended.status, f"{ended.verdict}, {where}") from None
+        if process.session.device != device:
+            raise RunEnded(
+                Status.ERROR, f"the submission's process ran on {process.session.device}, not {device}, {where}"
+            )
+        process.startup_s = time.monotonic() - begun
+        return process.session
+
+    def _end(self, process: Process) -> None:
+        if process.ended:
+            return
+        try:
+            process.session.exit()
+            process.child.finish()
+            process.ended = True
+        finally:
+            process.session.close()
+            if process.ended and self.prepared.child is process.child:
+                self.prepared.child = None
+
+    def close(self, result: Result) -> None:
+        """End every process (whatever happened) and put each one's output in ``result``."""
+        error: BaseException | None = None
+        for process in self.processes:
+            try:
+                self._end(process)
+            except BaseException as exc:  # end the others all the same
+                error = error or exc
+        try:
+            many = len(self.processes) > 1
+            attach_process_outputs(
+                result,
+                [
+                    (
+                        f"process {number} of {len(self.processes)}: {process.label}" if many else "",
+                        process.child.stdout,
+                        process.child.stderr,
+                    )
+                    for number, process in enumerate(self.processes, 1)
+                ],
+            )
+        finally:
+            if error is not None:
+                raise error

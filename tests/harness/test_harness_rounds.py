@@ -1,0 +1,259 @@
+"""Ranked rounds, each in a fresh submission process (harness/children.py), through the real
+harness on the CPU; and the arithmetic of rounds and budgets."""
+
+from __future__ import annotations
+
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from conftest import (
+    LEADERBOARDS,
+    REPO,
+    HarnessRun,
+    leaderboard_spec,
+    processes_named,
+    run_many,
+    submission,
+)
+
+from kernelcup.harness import benchmark, stats
+from kernelcup.harness.children import FRESH_MAX_SHARE, fresh_fits, time_share
+from kernelcup.harness.process import StreamCapture
+from kernelcup.harness.reporting import SHOWN_OUTPUT, attach_process_outputs
+from kernelcup.harness.spec import GpuInfo, Mode, Result, Status, parse_line
+
+ADDMUL = LEADERBOARDS / "addmul"
+SECRET = 2718281828459045235360287
+MARKERS = {how: f"kcfr{how[:2]}{secrets.token_hex(3)}" for how in ("raise", "exit", "hang")}
+SLOW_LOAD_S = 1.5
+TIGHT_TIMEOUT_S = 20.0
+
+
+def _fails_later(how: str) -> str:
+    source: str = submission("fails_in_fresh_process.py")
+    return source.replace("@HOW@", how).replace("@MARKER@", MARKERS[how])
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, HarnessRun]:
+    specs = {
+        "ranked": leaderboard_spec(
+            ADDMUL, submission("records_process.py"), Mode.RANKED, timeout_s=90, secret_seed=SECRET
+        ),
+        "benchmark": leaderboard_spec(ADDMUL, submission("records_process.py"), Mode.BENCHMARK, timeout_s=60),
+        "raise": leaderboard_spec(ADDMUL, _fails_later("raise"), Mode.RANKED, timeout_s=90, secret_seed=SECRET),
+        "exit": leaderboard_spec(ADDMUL, _fails_later("exit"), Mode.RANKED, timeout_s=90, secret_seed=SECRET),
+        "hang": leaderboard_spec(ADDMUL, _fails_later("hang"), Mode.RANKED, timeout_s=30, secret_seed=SECRET),
+        "slow": leaderboard_spec(
+            ADDMUL,
+            submission("slow_to_load.py").replace("@SLEEP@", str(SLOW_LOAD_S)),
+            Mode.RANKED,
+            timeout_s=TIGHT_TIMEOUT_S,
+            secret_seed=SECRET,
+        ),
+    }
+    batch: dict[str, HarnessRun] = run_many(specs, workers=3)
+    return batch
+
+
+def _tokens(stdout: str) -> list[str]:
+    return re.findall(r"^PROCESS .*token=([0-9a-f]+)$", stdout, re.MULTILINE)
+
+
+def test_each_ranked_round_runs_in_a_fresh_process(runs: dict[str, HarnessRun]) -> None:
+    result = runs["ranked"].outcome()
+    assert result.status is Status.PASSED, result.verdict
+    tokens = _tokens(result.stdout)
+    assert len(tokens) >= 2 and len(set(tokens)) == len(tokens)  # one import per process
+    # Each process's output is marked as its own.
+    assert "[kernelcup: stdout of process 1 of" in result.stdout
+    assert "a fresh process for round 2]" in result.stdout
+
+
+def test_benchmark_mode_keeps_one_round_in_one_process(runs: dict[str, HarnessRun]) -> None:
+    result = runs["benchmark"].outcome()
+    assert result.status is Status.PASSED, result.verdict
+    assert len(_tokens(result.stdout)) == 1
+    assert "[kernelcup:" not in result.stdout  # a single process's output stays as it was
+    assert all(case.round_median_ns == [] for case in result.benchmarks)
+
+
+def test_a_ranked_case_carries_its_rounds_medians_inside_its_interval(runs: dict[str, HarnessRun]) -> None:
+    result = runs["ranked"].outcome()
+    for case in result.benchmarks:
+        assert len(case.round_median_ns) == benchmark.RANKED_ROUNDS  # a third round drops one
+        assert case.ci_low_ns is not None and case.ci_high_ns is not None
+        assert case.ci_low_ns <= min(case.round_median_ns) and max(case.round_median_ns) <= case.ci_high_ns
+        assert "process" not in case.message  # every round had its own: nothing to say
+
+
+def test_an_exception_in_a_fresh_process_names_its_round(runs: dict[str, HarnessRun]) -> None:
+    result = runs["raise"].outcome()
+    assert result.status is Status.CRASHED, result.verdict
+    assert "round 2 (in a fresh process)" in result.verdict and "broken in a later process" in result.verdict
+    assert len(result.tests) == 3 and all(test.passed for test in result.tests)
+    assert "PROCESS later=False" in result.stdout and "PROCESS later=True" in result.stdout
+
+
+def test_a_fresh_process_that_dies_while_loading_is_a_crash_naming_its_round(runs: dict[str, HarnessRun]) -> None:
+    result = runs["exit"].outcome()
+    assert result.status is Status.CRASHED, result.verdict
+    assert "exited with code 3 while loading the submission" in result.verdict
+    assert "in a fresh process started for round 2" in result.verdict
+
+
+def test_a_fresh_process_that_never_loads_times_out_naming_its_round(runs: dict[str, HarnessRun]) -> None:
+    result = runs["hang"].outcome()
+    assert result.status is Status.TIMED_OUT, result.verdict
+    assert "while loading the submission, in a fresh process started for round 2" in result.verdict
+    assert result.duration_s < 30
+
+
+def test_no_process_of_a_job_outlives_it(runs: dict[str, HarnessRun]) -> None:
+    for how, marker in MARKERS.items():
+        assert runs[how].result is not None
+        assert _wait(_gone(marker), 5), how
+
+
+def test_a_slow_loading_submission_on_a_tight_budget_ends_within_it(runs: dict[str, HarnessRun]) -> None:
+    run = runs["slow"]
+    result = run.outcome()
+    assert "harness error" not in result.verdict and "Traceback" not in run.stderr
+    assert result.status in (Status.PASSED, Status.TIMED_OUT), result.verdict
+    assert result.duration_s < TIGHT_TIMEOUT_S  # every start-up was paid for within the budget
+    if result.status is Status.TIMED_OUT:
+        assert result.verdict.startswith(f"timed out after {TIGHT_TIMEOUT_S:.0f} s")
+        return
+    processes = len(_tokens(result.stdout))
+    rounds = max(len(case.round_median_ns) for case in result.benchmarks)
+    assert processes >= 1 and rounds >= benchmark.RANKED_ROUNDS
+    if processes < benchmark.RANKED_ROUNDS:  # no time for a fresh one: said so, not failed
+        assert all("too little time was left to start a fresh one" in case.message for case in result.benchmarks)
+
+
+def test_sigterm_while_a_fresh_process_loads_ends_every_process() -> None:
+    marker = f"kcfrtm{secrets.token_hex(3)}"
+    source = submission("fails_in_fresh_process.py").replace("@HOW@", "hang").replace("@MARKER@", marker)
+    spec = leaderboard_spec(ADDMUL, source, Mode.RANKED, timeout_s=120, secret_seed=SECRET)
+    harness = subprocess.Popen(
+        [sys.executable, "-m", "kernelcup.harness"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=REPO, text=True
+    )
+    assert harness.stdin is not None and harness.stdout is not None
+    harness.stdin.write(spec.to_json())
+    harness.stdin.close()
+    assert _wait(lambda: bool(processes_named(marker + "L")), 90), "no fresh process started"
+    harness.send_signal(signal.SIGTERM)
+    stdout = harness.stdout.read()
+    harness.wait(timeout=30)
+    result = parse_line(stdout.splitlines()[-1], spec.result_key)
+    assert isinstance(result, Result)
+    assert result.status is Status.ERROR and "signal 15" in result.verdict
+    assert _wait(_gone(marker), 5)
+
+
+def _gone(marker: str) -> Callable[[], bool]:
+    """Whether no process of a ``fails_in_fresh_process`` submission is left, first or later."""
+    return lambda: not processes_named(marker) and not processes_named(marker + "L")
+
+
+def _wait(condition: Callable[[], bool], seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()
+
+
+# --- the arithmetic --------------------------------------------------------------------------
+
+
+class _NoWork:
+    """A problem without flops/bytes: no roofline, so rounds combine on their samples alone."""
+
+    def work(self, case: dict[str, Any]) -> tuple[None, None]:
+        return None, None
+
+
+def _round(times: list[float], process: int) -> benchmark.CaseTiming:
+    summary = stats.summarize(times)
+    timing = benchmark.CaseTiming(stats.case_result({"size": 1}, summary, ""), summary.median * 1e-9, times)
+    timing.process = process
+    return timing
+
+
+def _combine(rounds: list[benchmark.CaseTiming]) -> benchmark.CaseTiming:
+    return benchmark.combine_rounds(rounds, _NoWork(), {"size": 1}, GpuInfo(), "cuda", "b", 0)  # type: ignore[arg-type]
+
+
+def test_the_interval_of_rounds_in_two_processes_covers_both_medians() -> None:
+    # Two processes, each steady, one 4% slower for its whole life: the pooled samples alone
+    # would give an interval around the middle that neither process reproduces.
+    fast = _round([100.0 + 0.01 * i for i in range(41)], process=1)
+    slow = _round([104.0 + 0.01 * i for i in range(41)], process=2)
+    pooled = stats.summarize(fast.times + slow.times)
+    combined = _combine([fast, slow]).result
+    assert combined.round_median_ns == [100.2, 104.2]
+    assert combined.ci_low_ns == 100.2 and combined.ci_high_ns == 104.2
+    assert combined.ci_low_ns < pooled.ci_low or combined.ci_high_ns > pooled.ci_high
+    assert combined.median_ns == pooled.median and combined.message == ""
+
+
+def test_agreeing_rounds_keep_the_pooled_interval() -> None:
+    first = _round([100.0 + (i % 7) for i in range(50)], process=1)
+    second = _round([100.5 + (i % 7) for i in range(50)], process=2)
+    pooled = stats.summarize(first.times + second.times)
+    combined = _combine([first, second]).result
+    assert (combined.ci_low_ns, combined.ci_high_ns) == (pooled.ci_low, pooled.ci_high)
+
+
+def test_the_dropped_round_is_not_among_the_kept_medians() -> None:
+    rounds = [_round([100.0, 101.0, 102.0], 1), _round([110.0, 111.0, 112.0], 2), _round([100.2, 101.2, 100.8], 3)]
+    combined = _combine(rounds).result
+    assert combined.round_median_ns == [101.0, 100.8]
+    assert combined.ci_high_ns is not None and combined.ci_high_ns < 110
+
+
+def test_rounds_that_shared_a_process_say_so() -> None:
+    combined = _combine([_round([100.0, 101.0], 1), _round([100.5, 100.7], 1)]).result
+    assert "its 2 rounds ran in 1 process" in combined.message
+
+
+def test_a_single_round_is_reported_as_it_was_timed() -> None:
+    only = _round([100.0, 101.0, 102.0], 1)
+    assert _combine([only]) is only and only.result.round_median_ns == []
+
+
+def test_the_start_ups_still_to_come_are_kept_out_of_a_cases_share() -> None:
+    assert time_share(100.0, 4, 0, 3.0) == pytest.approx(0.85 * 100 / 4)
+    assert time_share(100.0, 4, 1, 3.0) == pytest.approx(0.85 * 97 / 4)
+    assert time_share(2.0, 4, 1, 3.0) == 0.0  # never negative
+
+
+def test_a_fresh_process_is_started_only_where_it_leaves_time_to_time() -> None:
+    assert fresh_fits(60.0, 3.0)
+    assert not fresh_fits(5.0, 3.0)  # more than FRESH_MAX_SHARE of what is left
+    assert fresh_fits(3.0 / FRESH_MAX_SHARE, 3.0)
+    assert not fresh_fits(10.0, 3.0, needed_after_s=8.0)
+
+
+def test_the_output_of_several_processes_is_marked_and_capped_as_one() -> None:
+    first, second = StreamCapture(-1), StreamCapture(-1)
+    first.kept += b"hello from one\n"
+    second.kept += b"x" * (SHOWN_OUTPUT + 10)
+    empty = StreamCapture(-1)
+    result = Result(job_id="j", mode=Mode.RANKED, status=Status.PASSED, verdict="")
+    attach_process_outputs(
+        result, [("process 1 of 2: the first", first, empty), ("process 2 of 2: fresh", second, empty)]
+    )
+    assert result.stdout.startswith("[kernelcup: stdout of process 1 of 2: the first]\nhello from one\n")
+    assert "[kernelcup: stdout of process 2 of 2: fresh]" in result.stdout
+    assert "the full stdout is in stdout.txt" in result.stdout and result.files["stdout.txt"].endswith("x\n")
+    assert result.stderr == "" and "stderr.txt" not in result.files
