@@ -23,6 +23,10 @@ Cross-checks, from readings the child cannot fake coherently:
   as the harness sees it. Where real calls take clearly longer there than no-op calls, the
   submission's code ran outside its timed call (destructors, deferred work, threads, GPU work
   launched after returning): the difference is added to every call's time, never a failure.
+- the inputs as the call got them: right after generating them the child reads a random
+  sample of every input tensor; when the harness checks that call it reads the same places of
+  its own copy, and inputs changed before the call (output buffers filled while the inputs
+  were made, untimed) fail the run.
 - the output as the call left it: right after each timed call the child reads a random sample
   of the output (``harness/witness.py``); when the harness checks that call's output, the
   sample is read again, and an output still being written after the call returned (by a
@@ -44,7 +48,7 @@ import random
 import time
 from dataclasses import dataclass
 
-from kernelcup.harness import checking, stats
+from kernelcup.harness import checking, stats, witness
 from kernelcup.harness.problem import Problem, WorkSource
 from kernelcup.harness.seeds import SeedPlan
 from kernelcup.harness.session import Session, Timed
@@ -233,12 +237,34 @@ def _recheck(session: Session, problem: Problem, kwargs: Case, label: str, index
     if shipped.error:
         raise RunEnded(Status.FAILED, f"{where} returned a bad output: {shipped.error}")
     data = problem.generate(kwargs, session.device)
+    _check_inputs(shipped.inputs, problem, kwargs, data, session.device, where)
     try:
         ok, message = checking.check_output(problem, data, shipped.output)
     except checking.LeaderboardFault as exc:
         raise RunEnded(Status.ERROR, f"the leaderboard's check failed in {where}: {exc}") from None
     if not ok:
         raise RunEnded(Status.FAILED, f"{where} gave a wrong answer: {message}")
+
+
+def _check_inputs(
+    seen: list[witness.Witness], problem: Problem, kwargs: Case, data: object, device: str, where: str
+) -> None:
+    """Fail a call whose inputs, as the child sampled them right after generating them, differ
+    from the harness's own: the submission changed them before its timed call (say, wrapped
+    the generator to fill the output buffers while the inputs are made, untimed). A generator
+    that does not repeat itself is the leaderboard's fault, never the submission's."""
+    differs = witness.inputs_differ(seen, data)
+    if not differs:
+        return
+    again = problem.generate(kwargs, device)
+    if witness.inputs_differ(witness.reread(seen, data), again):
+        return  # the leaderboard's generator gave two different results: nothing to hold against the submission
+    raise RunEnded(
+        Status.FAILED,
+        f"{where}: the inputs custom_kernel was timed on differ from the generated ones in {differs} "
+        "(changed after they were generated and before the call, e.g. output buffers filled while the inputs "
+        "were made, untimed)",
+    )
 
 
 def _median(values: list[float]) -> float:

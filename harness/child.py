@@ -238,6 +238,7 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
     ipc_failed = group is not None  # ranks ship their outputs as bytes, to the harness's rank processes
     kept: Any = None
     witness: Any = None
+    inputs_seen: list[Any] = []
     last_input_bytes = 0
     device_name = str(device) if group is not None and device.type == "cuda" else device.type
 
@@ -253,7 +254,7 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
         except Exception as exc:
             raise _ProblemFailure(f"generate_input failed: {type(exc).__name__}: {exc}") from exc
 
-    def ship(output: Any, data_print: Any) -> None:
+    def ship(output: Any, data_print: Any, inputs_seen: list[dict[str, Any]] | None = None) -> None:
         nonlocal staging, ipc_failed
         try:
             tree, tensors = transfer.flatten(output)
@@ -282,7 +283,13 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
         placements, payload = transfer.pack(tensors, buffer)
         synchronize()
         channel.send(
-            {"msg": "output", "tree": tree, "placements": placements, "fingerprint": data_print},
+            {
+                "msg": "output",
+                "tree": tree,
+                "placements": placements,
+                "fingerprint": data_print,
+                "inputs": inputs_seen or [],
+            },
             payload,
         )
 
@@ -318,6 +325,7 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
             elif op == "time":
                 kept = witness = None
                 data = generate(message)
+                inputs_seen = witnesses.take_each(data)  # before anything of the submission's runs
                 noop_call = bool(message.get("noop"))
                 reading = timer.time_call(noop if noop_call else kernel, data, announce_call)
                 kept = reading.output
@@ -336,7 +344,8 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
                 # between "calling" and "timed" (see harness/benchmark.py).
                 del data, reading
             elif op == "time_rank" and group is not None:
-                kept = None
+                kept = witness = None
+                inputs_seen = []
                 data = generate(message)
                 reading = group.time_call(kernel, data, timer)
                 kept = reading.pop("output")
@@ -346,7 +355,7 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
                 if witnesses.changed(witness, kept):
                     channel.send({"msg": "bad_output", "error": LATE_WORK})
                 else:
-                    ship(kept, None)
+                    ship(kept, None, [w.to_message() for w in inputs_seen])
                 kept = witness = None
             else:
                 channel.send({"msg": "internal_error", "error": f"unknown op {op!r}"})

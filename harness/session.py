@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -21,6 +21,7 @@ from kernelcup.harness.process import Child, describe_exit, sandbox_failure
 from kernelcup.harness.sandbox import SETUP_FAILED
 from kernelcup.harness.spec import Status
 from kernelcup.harness.verdict import RunEnded, missing_package, needs_package
+from kernelcup.harness.witness import MAX_INPUT_TENSORS, Witness
 
 MAX_STAGING = 16 << 30
 
@@ -41,6 +42,8 @@ class Shipped:
     output: Any  # None when ``error`` is set
     fingerprint: Any
     error: str = ""  # the output was not made of tensors
+    # A timed call's inputs as the child saw them before the call (harness/witness.py).
+    inputs: list[Witness] = field(default_factory=list)
 
 
 class Session:
@@ -166,7 +169,11 @@ class Session:
                     Status.FAILED,
                     f"the submission's process sent a malformed output {self.activity}: {exc}",
                 ) from None
-            return Shipped(output, message.get("fingerprint"))
+            reported = message.get("inputs")
+            seen = [Witness.from_message(m) for m in reported[:MAX_INPUT_TENSORS]] if isinstance(reported, list) else []
+            if any(w is None for w in seen):
+                raise RunEnded(Status.FAILED, f"the submission's process sent malformed input samples {self.activity}")
+            return Shipped(output, message.get("fingerprint"), inputs=[w for w in seen if w is not None])
 
     def _lend_staging(self, nbytes: Any) -> None:
         if (

@@ -1,4 +1,14 @@
-"""A call's output as it was when its timing ended, to catch work that went on after it.
+"""A call's inputs before it and its output as it was when its timing ended, to catch work
+done outside the timed call.
+
+Inputs. A submission can wrap the child's generator (it runs in the same process) and fill the
+output buffers while the inputs are made, untimed; its timed call then does nothing. Right
+after generating a call's inputs, before any code of the submission's runs again, the child
+reads a few elements of every input tensor, output buffers included (still holding the poison
+the generator planted), at places drawn from the operating system's randomness. When the
+harness checks that call, it reads the same places of its own copy of the inputs.
+
+Output.
 
 A submission can hand its work to a thread (or leave a kernel to be launched from one) and
 return before the work is done: the timed call then reads a few microseconds, and the output
@@ -27,6 +37,8 @@ from typing import Any
 import torch
 
 SAMPLES = 64
+INPUT_SAMPLES = 32  # per input tensor
+MAX_INPUT_TENSORS = 32
 MAX_DEPTH = 8
 _random_bytes = os.urandom  # captured before the submission is imported
 
@@ -35,9 +47,30 @@ _SAME_SIZE_INTEGER = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.i
 
 @dataclass
 class Witness:
-    tensor: int  # which of the output's tensors, in transfer.flatten's order
-    positions: tuple[torch.Tensor, ...]  # one index tensor per dimension, on the CPU
+    tensor: int  # which of the value's tensors, in the order ``_tensors`` walks them
+    positions: tuple[torch.Tensor, ...]  # one flat index tensor, or one per dimension; on the CPU
     values: bytes
+
+    def to_message(self) -> dict[str, Any]:
+        return {"tensor": self.tensor, "positions": [p.tolist() for p in self.positions], "values": self.values.hex()}
+
+    @classmethod
+    def from_message(cls, message: Any) -> Witness | None:
+        """A witness the child sent; None for anything malformed (the child is not trusted)."""
+        try:
+            tensor, positions, values = message["tensor"], message["positions"], message["values"]
+            if not isinstance(tensor, int) or not 0 <= tensor < MAX_INPUT_TENSORS or not isinstance(values, str):
+                return None
+            if not isinstance(positions, list) or not 0 < len(positions) <= 8:
+                return None
+            rows = []
+            for row in positions:
+                if not isinstance(row, list) or len(row) != INPUT_SAMPLES or not all(type(i) is int for i in row):
+                    return None
+                rows.append(torch.tensor(row, dtype=torch.int64))
+            return cls(tensor, tuple(rows), bytes.fromhex(values[: 2 * 16 * INPUT_SAMPLES]))
+        except (KeyError, TypeError, ValueError, OverflowError):
+            return None
 
 
 class Witnesses:
@@ -56,6 +89,22 @@ class Witnesses:
         except Exception:
             return None
 
+    def take_each(self, data: Any) -> list[Witness]:
+        """``INPUT_SAMPLES`` elements of every tensor of a call's inputs, read in stream order
+        right after they were generated (so also in the output buffers the generator poisoned):
+        the harness reads the same places of its own copy when it checks the call."""
+        found = []
+        try:
+            for index, tensor in enumerate(_tensors(data)[:MAX_INPUT_TENSORS]):
+                if tensor.numel() == 0:
+                    continue
+                self.generator.manual_seed(int.from_bytes(_random_bytes(8), "little") >> 1)
+                positions = _positions(tensor, INPUT_SAMPLES, self.generator)
+                found.append(Witness(index, positions, read(tensor, positions)))
+        except Exception:
+            return []
+        return found
+
     def _take(self, value: Any) -> Witness | None:
         tensors = _tensors(value)
         candidates = [index for index, tensor in enumerate(tensors) if tensor.numel() > 0]
@@ -66,10 +115,7 @@ class Witnesses:
         if len(candidates) > 1:
             chosen = candidates[int(torch.randint(len(candidates), (1,), generator=self.generator))]
         tensor = tensors[chosen]
-        if tensor.is_contiguous():  # one index into the flat tensor
-            positions: tuple[torch.Tensor, ...] = (torch.randint(tensor.numel(), (SAMPLES,), generator=self.generator),)
-        else:
-            positions = tuple(torch.randint(size, (SAMPLES,), generator=self.generator) for size in tensor.shape)
+        positions = _positions(tensor, SAMPLES, self.generator)
         return Witness(chosen, positions, self._read(tensor, positions))
 
     def changed(self, witness: Witness | None, value: Any) -> bool:
@@ -85,24 +131,75 @@ class Witnesses:
             return False  # the same read worked right after the call: shipping it says what broke
 
     def _read(self, tensor: torch.Tensor, positions: tuple[torch.Tensor, ...]) -> bytes:
-        integers = _SAME_SIZE_INTEGER.get(tensor.element_size())
-        if integers is not None and not tensor.is_complex():
-            # Bytes, not values: NaN equals itself, and fp8/fp4 dtypes have no indexing kernels.
-            tensor = tensor.view(integers)
-        if len(positions) == 1 and tensor.dim() != 1:
-            tensor = tensor.reshape(-1)  # contiguous when read: a view
-        if tensor.device.type == "cpu":
-            picked = tensor[positions] if positions else tensor.reshape(1)
-            return bytes(picked.contiguous().view(torch.uint8).numpy().tobytes())
-        with contextlib.ExitStack() as stack:
-            if self.stream is not None and tensor.device == self.stream.device:
-                stack.enter_context(torch.cuda.stream(self.stream))
-            on_device = torch.stack(positions).to(tensor.device).unbind() if positions else ()
-            picked = tensor[on_device] if on_device else tensor.reshape(1)
-            host = picked.contiguous().view(torch.uint8).cpu()
-        if self.stream is not None:
-            self.stream.synchronize()
-        return bytes(host.numpy().tobytes())
+        """On a GPU, on the harness's own stream: what memory holds now, whatever is queued."""
+        if tensor.device.type == "cpu" or self.stream is None or tensor.device != self.stream.device:
+            return read(tensor, positions)
+        with torch.cuda.stream(self.stream):
+            values = read(tensor, positions)
+        self.stream.synchronize()
+        return values
+
+
+def read(tensor: torch.Tensor, positions: tuple[torch.Tensor, ...]) -> bytes:
+    """The bytes of ``tensor`` at ``positions``, read on the current stream."""
+    integers = _SAME_SIZE_INTEGER.get(tensor.element_size())
+    if integers is not None and not tensor.is_complex():
+        # Bytes, not values: NaN equals itself, and fp8/fp4 dtypes have no indexing kernels.
+        tensor = tensor.view(integers)
+    if len(positions) == 1 and tensor.dim() != 1:
+        tensor = tensor.reshape(-1)  # contiguous when read: a view
+    if tensor.device.type != "cpu":
+        positions = torch.stack(positions).to(tensor.device).unbind() if positions else ()
+    picked = tensor[positions] if positions else tensor.reshape(1)
+    return bytes(picked.contiguous().view(torch.uint8).cpu().numpy().tobytes())
+
+
+def _positions(tensor: torch.Tensor, count: int, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
+    if tensor.is_contiguous():  # one index into the flat tensor
+        return (torch.randint(tensor.numel(), (count,), generator=generator),)
+    return tuple(torch.randint(size, (count,), generator=generator) for size in tensor.shape)
+
+
+def inputs_differ(witnesses: list[Witness], data: Any) -> str:
+    """Harness side: where the inputs the child reported differ from ``data`` (the harness's own
+    copy of them), in words; "" where they agree. Floating-point values may differ in their
+    last bits (a generator with atomics); NaN agrees with NaN."""
+    tensors = _tensors(data)
+    for witness in witnesses:
+        if witness.tensor >= len(tensors):
+            return f"input tensor {witness.tensor} is missing"
+        tensor = tensors[witness.tensor]
+        try:
+            mine = read(tensor, witness.positions)
+        except (IndexError, RuntimeError):
+            return f"input tensor {witness.tensor} has other positions"
+        if mine == witness.values or _close(mine, witness.values, tensor.dtype):
+            continue
+        return f"input tensor {witness.tensor} ({tuple(tensor.shape)}, {str(tensor.dtype).removeprefix('torch.')})"
+    return ""
+
+
+def reread(witnesses: list[Witness], data: Any) -> list[Witness]:
+    """The same places read from ``data`` instead (those ``data`` lacks left out)."""
+    tensors = _tensors(data)
+    again = []
+    for seen in witnesses:
+        if seen.tensor < len(tensors):
+            with contextlib.suppress(IndexError, RuntimeError):
+                again.append(Witness(seen.tensor, seen.positions, read(tensors[seen.tensor], seen.positions)))
+    return again
+
+
+def _close(a: bytes, b: bytes, dtype: torch.dtype) -> bool:
+    if len(a) != len(b) or not (dtype.is_floating_point or dtype.is_complex) or dtype.itemsize < 2:
+        return False
+    try:
+        wide = torch.float64 if dtype.is_floating_point else torch.complex128
+        left = torch.frombuffer(bytearray(a), dtype=dtype).to(wide)
+        right = torch.frombuffer(bytearray(b), dtype=dtype).to(wide)
+    except (RuntimeError, TypeError, ValueError):
+        return False
+    return bool(torch.allclose(left, right, rtol=1e-5, atol=1e-6, equal_nan=True))
 
 
 def _own_stream(device: torch.device) -> torch.cuda.Stream:

@@ -133,6 +133,16 @@ def test_an_output_written_after_the_call_returned_fails_a_timed_run() -> None:
         assert "timed call 1," in result.verdict  # the first timed call's output is always read
 
 
+def test_outputs_filled_while_the_inputs_are_generated_fail_a_timed_run() -> None:
+    """The submission wraps the child's generator so the output buffer is filled while the
+    inputs are made (untimed), and its timed call does nothing. The child samples every input
+    tensor right after generating it; the harness compares its own copy when it checks a call."""
+    prefill = submission("prefill_in_generate.py")
+    result = run_harness(leaderboard_spec(ADDMUL, prefill, Mode.RANKED, timeout_s=90)).outcome()
+    assert result.status is Status.FAILED, result.verdict
+    assert "timed call 1," in result.verdict and "differ from the generated ones in input tensor 2" in result.verdict
+
+
 def _wait(check: Callable[[], bool], seconds: float) -> bool:
     limit = time.monotonic() + seconds
     while not check() and time.monotonic() < limit:

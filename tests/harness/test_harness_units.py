@@ -559,3 +559,21 @@ def test_warm_up_stops_after_two_calls_that_outlast_its_limit_and_batches_fast_o
     assert slow.calls == 2, slow
     fast = timing.warm_up(timer, lambda data: None, lambda: None, 0.0, 0.5)
     assert fast.calls >= 3 + 5 * 3, fast  # batches until three agree (or the limit)
+
+
+def test_input_samples_travel_as_plain_data_and_tolerate_last_bit_noise() -> None:
+    from kernelcup.harness import witness as w
+
+    witnesses = w.Witnesses(torch.device("cpu"))
+    data = (torch.randn(50, 20), torch.full((64,), float("nan")), 7, torch.empty(0))
+    seen = [w.Witness.from_message(m.to_message()) for m in witnesses.take_each(data)]
+    assert len(seen) == 2 and all(s is not None for s in seen)
+    kept = [s for s in seen if s is not None]
+    assert w.inputs_differ(kept, data) == ""
+    nudged = (torch.nextafter(data[0], torch.tensor(float("inf"))), data[1].clone(), 7, torch.empty(0))
+    assert w.inputs_differ(kept, nudged) == ""  # a generator's last-bit noise is no tampering
+    filled = (data[0], torch.zeros(64), 7, torch.empty(0))
+    assert "input tensor 1" in w.inputs_differ(kept, filled)
+    for bad in ({"tensor": 0}, {"tensor": -1, "positions": [[0] * w.INPUT_SAMPLES], "values": ""},
+                {"tensor": 0, "positions": [[0.5] * w.INPUT_SAMPLES], "values": ""}, "x", None):
+        assert w.Witness.from_message(bad) is None
