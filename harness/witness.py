@@ -93,17 +93,17 @@ class Witnesses:
         """``INPUT_SAMPLES`` elements of every tensor of a call's inputs, read in stream order
         right after they were generated (so also in the output buffers the generator poisoned):
         the harness reads the same places of its own copy when it checks the call."""
-        found = []
         try:
-            for index, tensor in enumerate(_tensors(data)[:MAX_INPUT_TENSORS]):
-                if tensor.numel() == 0:
-                    continue
-                self.generator.manual_seed(int.from_bytes(_random_bytes(8), "little") >> 1)
-                positions = _positions(tensor, INPUT_SAMPLES, self.generator)
-                found.append(Witness(index, positions, read(tensor, positions)))
+            self.generator.manual_seed(int.from_bytes(_random_bytes(8), "little") >> 1)
+            chosen = [
+                (index, tensor, _positions(tensor, INPUT_SAMPLES, self.generator))
+                for index, tensor in enumerate(_tensors(data)[:MAX_INPUT_TENSORS])
+                if tensor.numel() > 0
+            ]
+            values = read_many([(tensor, positions) for _, tensor, positions in chosen])
         except Exception:
             return []
-        return found
+        return [Witness(index, positions, value) for (index, _, positions), value in zip(chosen, values, strict=True)]
 
     def _take(self, value: Any) -> Witness | None:
         tensors = _tensors(value)
@@ -142,16 +142,39 @@ class Witnesses:
 
 def read(tensor: torch.Tensor, positions: tuple[torch.Tensor, ...]) -> bytes:
     """The bytes of ``tensor`` at ``positions``, read on the current stream."""
-    integers = _SAME_SIZE_INTEGER.get(tensor.element_size())
-    if integers is not None and not tensor.is_complex():
-        # Bytes, not values: NaN equals itself, and fp8/fp4 dtypes have no indexing kernels.
-        tensor = tensor.view(integers)
-    if len(positions) == 1 and tensor.dim() != 1:
-        tensor = tensor.reshape(-1)  # contiguous when read: a view
-    if tensor.device.type != "cpu":
-        positions = torch.stack(positions).to(tensor.device).unbind() if positions else ()
-    picked = tensor[positions] if positions else tensor.reshape(1)
-    return bytes(picked.contiguous().view(torch.uint8).cpu().numpy().tobytes())
+    return read_many([(tensor, positions)])[0]
+
+
+def read_many(wanted: list[tuple[torch.Tensor, tuple[torch.Tensor, ...]]]) -> list[bytes]:
+    """The bytes of each tensor at its positions, read on the current stream: on a GPU with one
+    copy of all positions to the device and one copy of all values back."""
+    if not wanted:
+        return []
+    devices = {tensor.device for tensor, _ in wanted}
+    if len(devices) > 1:  # each read where it is
+        return [read_many([one])[0] for one in wanted]
+    device = devices.pop()
+    rows = [row for _, positions in wanted for row in positions]
+    if device.type != "cpu" and rows:
+        rows = list(torch.cat(rows).to(device).split([len(row) for row in rows]))  # type: ignore[no-untyped-call]
+    picked = []
+    for tensor, positions in wanted:
+        own, rows = rows[: len(positions)], rows[len(positions) :]
+        integers = _SAME_SIZE_INTEGER.get(tensor.element_size())
+        if integers is not None and not tensor.is_complex():
+            # Bytes, not values: NaN equals itself, and fp8/fp4 dtypes have no indexing kernels.
+            tensor = tensor.view(integers)
+        if len(positions) == 1 and tensor.dim() != 1:
+            tensor = tensor.reshape(-1)  # contiguous when read: a view
+        value = tensor[tuple(own)] if own else tensor.reshape(1)
+        picked.append(value.contiguous().view(torch.uint8).reshape(-1))
+    host = torch.cat(picked).cpu().numpy().tobytes()
+    sizes = [len(p) for p in picked]
+    out, start = [], 0
+    for size in sizes:
+        out.append(bytes(host[start : start + size]))
+        start += size
+    return out
 
 
 def _positions(tensor: torch.Tensor, count: int, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
