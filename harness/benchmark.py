@@ -38,6 +38,9 @@ that launches nothing read about 1.3 µs on an H200, which is also what they add
 kernel (an empty kernel reads 2.8 µs between the events and 1.4 µs in Nsight Compute). That
 median is subtracted from every timed call, so a single kernel's time matches what Nsight
 Compute reports for it; it is the same constant for every submission, so it moves no ranking.
+It is capped near the same figure measured when the child started, before the submission was
+loaded (``timing.noop_event_ns``): GPU work a submission slipped into its job's no-op calls
+(from a thread, while they run) cannot make the subtraction take a larger share of its own.
 """
 
 from __future__ import annotations
@@ -87,6 +90,9 @@ RANKED_PLAN = Plan(stats.StopRule(20, 20_000, 1.5, 0.005), 0.1, 1.0, 0.1)
 # Ranked runs time every case in two rounds, one pass over all cases after the other, so a
 # slow spell of the machine (a clock dip, a neighbour) lands in one round of one case. Rounds
 # whose medians differ by more than this get a third, and the round farthest off is dropped.
+# The timer's overhead subtracted from each call may exceed its pre-load calibration by this
+# much, or double it, whichever is more (clocks ramp; an H100 reads ~1.3 µs either way).
+OVERHEAD_SLACK_NS = 1_000.0
 RANKED_ROUNDS = 2
 ROUND_AGREEMENT = 0.005
 # A round whose median is this uncertain (full width of its 95% interval, relative) also calls
@@ -206,7 +212,7 @@ def time_case(
         if time.monotonic() - start >= rule.max_seconds and index >= 2:
             break
 
-    times, note, overhead = _times(readings, baseline, session.device)
+    times, note, overhead = _times(readings, baseline, session.device, session.noop_event_ns)
     on_gpu = session.device == "cuda"
     slack_ns = CLOCK_SLACK_NS if on_gpu else CLOCK_SLACK_NS_CPU
     fraction = CLOCK_SLACK_FRACTION if on_gpu else CLOCK_SLACK_FRACTION_CPU
@@ -278,16 +284,22 @@ def _median_error(values: list[float]) -> float:
     return 1.2533 * 1.4826 * mad / math.sqrt(max(1, len(values)))
 
 
-def _times(readings: list[Timed], baseline: list[Timed], device: str) -> tuple[list[float], str, float | None]:
+def _times(
+    readings: list[Timed], baseline: list[Timed], device: str, calibrated_ns: float | None = None
+) -> tuple[list[float], str, float | None]:
     """Per-call times, the note that says how they were taken, and the timer's overhead.
 
     GPU event times, or wall-clock times when work was hidden; on a GPU, less the events' own
     cost (the no-op calls' median event time). The subtraction never takes more than half of
-    a call, so a call that launches (next to) nothing keeps a positive time."""
+    a call, so a call that launches (next to) nothing keeps a positive time, and never much
+    more than the same cost measured before the submission was loaded (``calibrated_ns``): no
+    -op calls made slower by the submission do not shorten its own."""
     events = [r.event_ns for r in readings]
     if device != "cuda":
         return events, "", None
     overhead = _median([b.event_ns for b in baseline])
+    if calibrated_ns is not None:
+        overhead = min(overhead, max(2 * calibrated_ns, calibrated_ns + OVERHEAD_SLACK_NS))
     gap0 = _median([b.wall_ns - b.event_ns for b in baseline])
     excess = _median([r.wall_ns - r.event_ns for r in readings]) - gap0
     note = ""

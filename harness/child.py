@@ -194,7 +194,11 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
     synchronize = timer.synchronize
     witnesses = Witnesses(device)
     oom_types: tuple[type[BaseException], ...] = (MemoryError, torch.cuda.OutOfMemoryError)
-    channel.send({"msg": "started", "device": device.type, "startup_s": round(time.monotonic() - BORN, 3)})
+    started: dict[str, Any] = {"msg": "started", "device": device.type}
+    if device.type == "cuda":
+        started["noop_event_ns"] = round(timing.noop_event_ns(timer), 1)  # before any submission code
+    started["startup_s"] = round(time.monotonic() - BORN, 3)
+    channel.send(started)
 
     order, _ = channel.recv(max_payload=0)
     if order.get("op") != "load":

@@ -57,6 +57,9 @@ class Session:
         self._ipc_broken = False
         self.info: dict[str, Any] = {}
         self.startup_s = 0.0  # the child's own start-up (torch, device, timer), as it measured it
+        # The event time of a call that launches nothing, measured before the submission was
+        # loaded (GPU only; None where the child did not say).
+        self.noop_event_ns: float | None = None
 
     def close(self) -> None:
         for buffer in self._staging:
@@ -131,6 +134,9 @@ class Session:
         startup = message.get("startup_s")  # sent before the submission is imported: harness code's figure
         if isinstance(startup, int | float) and 0 <= startup < 1e5:
             self.startup_s = float(startup)
+        noop = message.get("noop_event_ns")
+        if isinstance(noop, int | float) and 0 < noop < 1e6:
+            self.noop_event_ns = float(noop)
         return str(message.get("device", ""))
 
     def load(self, order: Message) -> None:

@@ -404,6 +404,22 @@ class Warmup:
     median_ns: float
 
 
+def noop_event_ns(timer: Timer, calls: int = 41) -> float:
+    """The median event time of calls that launch nothing: what the timing itself costs.
+
+    Measured when the child starts, before any submission code is loaded, so the submission
+    cannot inflate it; the harness caps the overhead it subtracts from every timed call near
+    this figure (``harness/benchmark.py``). A submission that made the no-op calls of its job
+    slower (GPU work slipped into their window from a thread) would otherwise have up to half
+    of each of its calls subtracted."""
+    readings = sorted(timer.time_call(_ignore, None).event_ns for _ in range(calls))
+    return float(stats.median(readings))
+
+
+def _ignore(data: Any) -> None:
+    return None
+
+
 def warm_up(
     timer: Timer,
     function: Callable[[Any], Any],

@@ -577,3 +577,18 @@ def test_input_samples_travel_as_plain_data_and_tolerate_last_bit_noise() -> Non
     for bad in ({"tensor": 0}, {"tensor": -1, "positions": [[0] * w.INPUT_SAMPLES], "values": ""},
                 {"tensor": 0, "positions": [[0.5] * w.INPUT_SAMPLES], "values": ""}, "x", None):
         assert w.Witness.from_message(bad) is None
+
+
+def test_no_op_calls_made_slow_take_no_more_than_the_pre_load_overhead_off_a_call() -> None:
+    from kernelcup.harness import benchmark
+    from kernelcup.harness.session import Timed
+
+    calls = [Timed(60_000.0, 70_000.0, 5_000.0, 90_000.0, 75_000.0) for _ in range(20)]
+    honest = [Timed(1_300.0, 9_000.0, 1_000.0, 30_000.0, 12_000.0) for _ in range(10)]
+    slowed = [Timed(50_000.0, 58_000.0, 1_000.0, 80_000.0, 61_000.0) for _ in range(10)]  # GPU work slipped in
+    times, _, overhead = benchmark._times(calls, honest, "cuda", 1_300.0)
+    assert overhead == 1_300.0 and times[0] == 58_700.0
+    times, _, overhead = benchmark._times(calls, slowed, "cuda", 1_300.0)
+    assert overhead == 2_600.0 and times[0] == 57_400.0  # capped at twice the calibration
+    times, _, _ = benchmark._times(calls, slowed, "cuda", None)
+    assert times[0] == 30_000.0  # without it: half the call gone
