@@ -438,6 +438,7 @@ class _SlowInputs:
     device = "cpu"
     info: dict[str, Any] = {}  # noqa: RUF012
     activity = ""
+    noop_event_ns = None
 
     def __init__(self) -> None:
         self.noops_before_first_call = 0
