@@ -258,7 +258,7 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
         except Exception as exc:
             raise _ProblemFailure(f"generate_input failed: {type(exc).__name__}: {exc}") from exc
 
-    def ship(output: Any, data_print: Any, inputs_seen: list[dict[str, Any]] | None = None) -> None:
+    def ship(output: Any, data_print: Any, inputs: list[dict[str, Any]] | None = None) -> None:
         nonlocal staging, ipc_failed
         try:
             tree, tensors = transfer.flatten(output)
@@ -292,7 +292,7 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
                 "tree": tree,
                 "placements": placements,
                 "fingerprint": data_print,
-                "inputs": inputs_seen or [],
+                "inputs": inputs or [],
             },
             payload,
         )

@@ -112,7 +112,6 @@ class Children:
         self.prepared = prepared
         self.deadline = deadline
         self.processes: list[Process] = []
-        self._order: dict[str, Any] | None = None
         self._load_sent = 0.0
         self._reported_startup_s = 0.0
 
@@ -135,12 +134,6 @@ class Children:
         self.processes.append(process)
         return process
 
-    def _order_once(self) -> dict[str, Any]:
-        # Once per job: the build caches are copied into the sandbox the first time only.
-        if self._order is None:
-            self._order = load_order(self.spec, self.workspace)
-        return self._order
-
     def start(self) -> Session:
         """The first process (the prepared one where it was started for this device), told its
         job; :meth:`wait_ready` waits for it, so the harness can read the leaderboard meanwhile."""
@@ -152,7 +145,7 @@ class Children:
             process.session.wait_started()
         self._reported_startup_s = process.session.startup_s
         self._load_sent = time.monotonic()
-        process.session.load(self._order_once())
+        process.session.load(load_order(self.spec, self.workspace))
         return process.session
 
     def wait_ready(self) -> Session:
@@ -190,7 +183,7 @@ class Children:
         process = self._adopt(child, round_number)
         try:
             process.session.wait_started()
-            process.session.load(self._order_once())
+            process.session.load(load_order(self.spec, self.workspace))
             process.session.wait_ready()
         except RunEnded as ended:
             raise RunEnded(ended.status, f"{ended.verdict}, {where}") from None

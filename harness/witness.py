@@ -8,9 +8,7 @@ reads a few elements of every input tensor, output buffers included (still holdi
 the generator planted), at places drawn from the operating system's randomness. When the
 harness checks that call, it reads the same places of its own copy of the inputs.
 
-Output.
-
-A submission can hand its work to a thread (or leave a kernel to be launched from one) and
+Output. A submission can hand its work to a thread (or leave a kernel to be launched from one) and
 return before the work is done: the timed call then reads a few microseconds, and the output
 is complete by the time the harness asks for it, a socket round trip later. Right after each
 timed call (the device synchronized, so every kernel the call queued has finished) the child
@@ -77,7 +75,6 @@ class Witnesses:
     """Readings of outputs for one child: a generator and, on a GPU, a stream of their own."""
 
     def __init__(self, device: torch.device) -> None:
-        self.device = device
         self.generator = torch.Generator()
         self.stream = _own_stream(device) if device.type == "cuda" else None
 
@@ -188,28 +185,25 @@ def inputs_differ(witnesses: list[Witness], data: Any) -> str:
     copy of them), in words; "" where they agree. Floating-point values may differ in their
     last bits (a generator with atomics); NaN agrees with NaN."""
     tensors = _tensors(data)
-    for witness in witnesses:
-        if witness.tensor >= len(tensors):
-            return f"input tensor {witness.tensor} is missing"
-        tensor = tensors[witness.tensor]
-        try:
-            mine = read(tensor, witness.positions)
-        except (IndexError, RuntimeError):
-            return f"input tensor {witness.tensor} has other positions"
-        if mine == witness.values or _close(mine, witness.values, tensor.dtype):
-            continue
-        return f"input tensor {witness.tensor} ({tuple(tensor.shape)}, {str(tensor.dtype).removeprefix('torch.')})"
+    for seen, mine in zip(witnesses, reread(witnesses, data), strict=True):
+        if mine is None:
+            return f"input tensor {seen.tensor} (missing, or without those positions)"
+        tensor = tensors[seen.tensor]
+        if mine.values != seen.values and not _close(mine.values, seen.values, tensor.dtype):
+            return f"input tensor {seen.tensor} ({tuple(tensor.shape)}, {str(tensor.dtype).removeprefix('torch.')})"
     return ""
 
 
-def reread(witnesses: list[Witness], data: Any) -> list[Witness]:
-    """The same places read from ``data`` instead (those ``data`` lacks left out)."""
+def reread(witnesses: list[Witness], data: Any) -> list[Witness | None]:
+    """The same places read from ``data`` instead; None for each that ``data`` lacks."""
     tensors = _tensors(data)
-    again = []
+    again: list[Witness | None] = []
     for seen in witnesses:
+        value = None
         if seen.tensor < len(tensors):
             with contextlib.suppress(IndexError, RuntimeError):
-                again.append(Witness(seen.tensor, seen.positions, read(tensors[seen.tensor], seen.positions)))
+                value = read(tensors[seen.tensor], seen.positions)
+        again.append(None if value is None else Witness(seen.tensor, seen.positions, value))
     return again
 
 
