@@ -173,8 +173,8 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
     multi-GPU job, bound to its own card (``cuda:<rank>`` of the cards the job was given)."""
     import torch
 
+    from kernelcup.harness import cpus, timing, transfer
     from kernelcup.harness import fingerprint as fp
-    from kernelcup.harness import timing, transfer
     from kernelcup.harness.problem import Problem, ProblemError
     from kernelcup.harness.witness import Witnesses
 
@@ -327,6 +327,8 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
                 warm = timing.warm_up(timer, kernel, fresh_inputs, float(message["min_s"]), float(message["max_s"]))
                 channel.send({"msg": "warm", **warm.__dict__})
             elif op == "time":
+                if isinstance(message.get("cpu"), int):  # from the first timed call on (harness/cpus.py)
+                    cpus.pin_this_thread(int(message["cpu"]))
                 kept = witness = None
                 data = generate(message)
                 inputs_seen = witnesses.take_each(data)  # before anything of the submission's runs

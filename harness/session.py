@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from kernelcup.harness import transfer
+from kernelcup.harness import cpus, transfer
 from kernelcup.harness.channel import ChannelClosed, ChannelTimeout, Message, ProtocolError
 from kernelcup.harness.process import Child, describe_exit, sandbox_failure
 from kernelcup.harness.sandbox import SETUP_FAILED
@@ -60,6 +60,7 @@ class Session:
         # The event time of a call that launches nothing, measured before the submission was
         # loaded (GPU only; None where the child did not say).
         self.noop_event_ns: float | None = None
+        self._pinned = False  # the timing cores (harness/cpus.py) are chosen at the first timed call
 
     def close(self) -> None:
         for buffer in self._staging:
@@ -211,8 +212,15 @@ class Session:
         return message
 
     def time_call(self, kwargs: dict[str, Any], noop: bool = False) -> Timed:
+        order: Message = {"op": "time", "kwargs": kwargs, "noop": noop}
+        if not self._pinned:
+            self._pinned = True
+            chosen = cpus.timing_cpus() if self.device == "cuda" else None
+            if chosen is not None:
+                cpus.pin_this_thread(chosen[0])
+                order["cpu"] = chosen[1]
         start = time.perf_counter_ns()
-        self._send({"op": "time", "kwargs": kwargs, "noop": noop})
+        self._send(order)
         self._expect("calling")
         calling = time.perf_counter_ns()
         message, _ = self._expect("timed")

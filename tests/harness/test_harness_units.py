@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import random
 import socket
 import threading
@@ -298,6 +299,62 @@ def test_the_events_own_cost_is_subtracted_from_every_call() -> None:
     assert benchmark._times(calls, baseline, "cpu") == ([25_000.0] * 20, "", None)
 
 
+def test_work_the_events_missed_is_added_by_its_median_and_jitter_is_not() -> None:
+    from kernelcup.harness import benchmark
+    from kernelcup.harness.session import Timed
+
+    baseline = [Timed(1_300.0, 40_000.0 + 50 * i, 500.0, 60_000.0) for i in range(-10, 11)]
+    # A thread finishes 20 µs of work after each 10 µs call: the wall clock sees it.
+    hidden = [Timed(11_300.0, 70_000.0 + 50 * (i % 5), 30_000.0, 90_000.0) for i in range(40)]
+    times, note, _ = benchmark._times(hidden, baseline, "cuda")
+    assert "work continued for ~20.1 µs" in note and benchmark._median(times) == 30_100.0
+    # A launch-bound call whose wall clock swings by ±30 µs, call to call, around the no-op
+    # calls' gap plus 3.5 µs: jitter, not work (it used to switch the case to the wall clock).
+    swings = [Timed(14_300.0, 53_000.0 + (30_000.0 if i % 2 else -29_000.0), 30_000.0, 90_000.0) for i in range(40)]
+    times, note, _ = benchmark._times(swings, baseline, "cuda")
+    assert note == "" and set(times) == {13_000.0}
+
+
+def test_the_timing_cores_are_the_last_two_per_gpu_and_never_on_a_small_machine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kernelcup.harness import cpus
+
+    monkeypatch.setattr(cpus.os, "sched_getaffinity", lambda pid: set(range(16)))
+    monkeypatch.delenv(cpus.ENV, raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert cpus.timing_cpus() == (14, 15)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert cpus.timing_cpus() == (12, 13)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-5a1c")  # a UUID: slot 0
+    assert cpus.timing_cpus() == (14, 15)
+    monkeypatch.setenv(cpus.ENV, "3,7")
+    assert cpus.timing_cpus() == (3, 7)
+    for refused in ("off", "3,3", "3,99", "three"):
+        monkeypatch.setenv(cpus.ENV, refused)
+        assert cpus.timing_cpus() is None
+    monkeypatch.setenv(cpus.ENV, "auto")
+    monkeypatch.setattr(cpus.os, "sched_getaffinity", lambda pid: {0, 1})
+    assert cpus.timing_cpus() is None
+
+
+def test_a_thread_is_pinned_alone() -> None:
+    from kernelcup.harness import cpus
+
+    usable = sorted(os.sched_getaffinity(0))
+    seen: list[set[int]] = []
+
+    def pinned() -> None:
+        assert cpus.pin_this_thread(usable[-1])
+        seen.append(os.sched_getaffinity(0))
+
+    thread = threading.Thread(target=pinned)
+    thread.start()
+    thread.join()
+    assert seen == [{usable[-1]}] and sorted(os.sched_getaffinity(0)) == usable  # this thread kept them all
+    assert not cpus.pin_this_thread(10_000)
+
+
 def _timed(wall_ns: float, call_extra_ns: float, outside_ns: float, jitter: int) -> Any:
     from kernelcup.harness.session import Timed
 
@@ -575,8 +632,13 @@ def test_input_samples_travel_as_plain_data_and_tolerate_last_bit_noise() -> Non
     assert w.inputs_differ(kept, nudged) == ""  # a generator's last-bit noise is no tampering
     filled = (data[0], torch.zeros(64), 7, torch.empty(0))
     assert "input tensor 1" in w.inputs_differ(kept, filled)
-    for bad in ({"tensor": 0}, {"tensor": -1, "positions": [[0] * w.INPUT_SAMPLES], "values": ""},
-                {"tensor": 0, "positions": [[0.5] * w.INPUT_SAMPLES], "values": ""}, "x", None):
+    for bad in (
+        {"tensor": 0},
+        {"tensor": -1, "positions": [[0] * w.INPUT_SAMPLES], "values": ""},
+        {"tensor": 0, "positions": [[0.5] * w.INPUT_SAMPLES], "values": ""},
+        "x",
+        None,
+    ):
         assert w.Witness.from_message(bad) is None
 
 
