@@ -94,6 +94,14 @@ RANKED_PLAN = Plan(stats.StopRule(20, 20_000, 1.5, 0.005), 0.1, 1.0, 0.1)
 # much, or double it, whichever is more (clocks ramp; an H100 reads ~1.3 µs either way).
 OVERHEAD_SLACK_NS = 1_000.0
 RANKED_ROUNDS = 2
+# A call whose host time is at least this share of its GPU time (many launches, a sync per
+# call, a tensor built from a Python list) runs at the host's speed, and on the H100 that moved
+# between jobs more than a job's own interval shows: launch-bound cases of 12-13 µs by 3-6%,
+# sync-per-call cases by 2-3%, with the rounds of each job within 1% of each other
+# (bench/gpu/results/2026-11-26-h100-*.md). Such a case's interval is at least this wide on
+# either side of its median, so the ranking ties what the next job could reorder.
+HOST_BOUND_SHARE = 0.5
+HOST_BOUND_SPREAD = 0.03
 ROUND_AGREEMENT = 0.005
 # A round whose median is this uncertain (full width of its 95% interval, relative) also calls
 # for a third: it ran out of time in a noisy spell.
@@ -107,6 +115,7 @@ class CaseTiming:
     times: list[float] = dataclasses.field(default_factory=list)  # per-call ns, as judged
     note: str = ""
     process: int = 1  # which of the job's submission processes timed it (harness/children.py)
+    host_bound: bool = False  # its calls ran at the host's speed (HOST_BOUND_SHARE)
 
 
 def rounds_agree(rounds: list[CaseTiming]) -> bool:
@@ -131,8 +140,12 @@ def combine_rounds(
 
     The pooled interval alone would only say how well the samples pin down their median; rounds
     run in separate processes, and a process can be a few percent fast or slow for its whole
-    life, so the interval is widened to cover every kept round's median too."""
+    life, so the interval is widened to cover every kept round's median too, and for host-bound
+    calls to ``HOST_BOUND_SPREAD`` either side (a job's rounds do not show how far the next job
+    may land)."""
     if len(rounds) == 1:
+        if rounds[0].host_bound:
+            widen_host_bound(rounds[0].result)
         return rounds[0]
     kept = list(rounds)
     if len(kept) >= 3:
@@ -152,10 +165,36 @@ def combine_rounds(
     result.round_median_ns = [r.result.median_ns if r.result.median_ns is not None else r.median_s * 1e9 for r in kept]
     result.ci_low_ns = min([summary.ci_low, *result.round_median_ns])
     result.ci_high_ns = max([summary.ci_high, *result.round_median_ns])
+    host_bound = any(r.host_bound for r in kept)
+    if host_bound:
+        widen_host_bound(result)
     overheads = [r.result.timer_overhead_ns for r in kept if r.result.timer_overhead_ns is not None]
     result.timer_overhead_ns = _median(overheads) if overheads else None
     roofline(result, problem, case, gpu, device, label, l2_bytes)
-    return CaseTiming(result, summary.median * 1e-9, times, note)
+    return CaseTiming(result, summary.median * 1e-9, times, result.message, host_bound=host_bound)
+
+
+def is_host_bound(readings: list[Timed], device: str) -> bool:
+    """Whether a case's calls spend at least ``HOST_BOUND_SHARE`` of their GPU time on the host
+    (GPU only: on the CPU the host is all there is)."""
+    if device != "cuda" or not readings:
+        return False
+    return _median([r.host_ns for r in readings]) >= HOST_BOUND_SHARE * _median([r.event_ns for r in readings])
+
+
+def widen_host_bound(result: CaseResult) -> None:
+    """At least ``HOST_BOUND_SPREAD`` either side of the median, and say why."""
+    if result.median_ns is None:
+        return
+    low, high = result.median_ns * (1 - HOST_BOUND_SPREAD), result.median_ns * (1 + HOST_BOUND_SPREAD)
+    result.ci_low_ns = min(low, result.ci_low_ns if result.ci_low_ns is not None else low)
+    result.ci_high_ns = max(high, result.ci_high_ns if result.ci_high_ns is not None else high)
+    said = (
+        f"host-bound (as much time launching or waiting on the host as on the GPU): such calls move by a few "
+        f"percent from one job to the next, so its range is at least ±{HOST_BOUND_SPREAD:.0%}"
+    )
+    if said not in result.message:
+        result.message = f"{result.message}; {said}" if result.message else said
 
 
 def time_case(
@@ -228,8 +267,9 @@ def time_case(
     summary = stats.summarize(times)
     result = stats.case_result(case, summary, note)
     result.timer_overhead_ns = overhead
+    host_bound = is_host_bound(readings, session.device)  # widened once its rounds are combined
     roofline(result, problem, case, gpu, session.device, label, l2_of(session))
-    return CaseTiming(result, summary.median * 1e-9, times, note)
+    return CaseTiming(result, summary.median * 1e-9, times, note, host_bound=host_bound)
 
 
 def l2_of(session: Session) -> int:

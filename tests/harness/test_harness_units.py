@@ -299,6 +299,34 @@ def test_the_events_own_cost_is_subtracted_from_every_call() -> None:
     assert benchmark._times(calls, baseline, "cpu") == ([25_000.0] * 20, "", None)
 
 
+def test_a_host_bound_case_ranges_at_least_three_percent_either_side_once_combined() -> None:
+    from kernelcup.harness import benchmark
+    from kernelcup.harness.session import Timed
+    from kernelcup.harness.spec import GpuInfo
+
+    # 50 launches: 250 µs of host time for 13 µs of GPU work. One kernel: 8 µs for 200 µs.
+    launches = [Timed(13_000.0, 300_000.0, 250_000.0, 320_000.0) for _ in range(9)]
+    one_kernel = [Timed(200_000.0, 215_000.0, 8_000.0, 230_000.0) for _ in range(9)]
+    assert benchmark.is_host_bound(launches, "cuda") and not benchmark.is_host_bound(one_kernel, "cuda")
+    assert not benchmark.is_host_bound(launches, "cpu")
+    first, second = _round([13_000.0, 13_010.0, 13_020.0]), _round([13_005.0, 13_015.0, 13_010.0])
+    first.host_bound = second.host_bound = True
+    assert benchmark.rounds_agree([first, second])  # the rounds themselves are judged as timed
+    combined = benchmark.combine_rounds([first, second], _NoWork(), {"size": 1}, GpuInfo(), "cuda", "b", 0)  # type: ignore[arg-type]
+    result = combined.result
+    assert result.ci_low_ns is not None and result.ci_high_ns is not None and result.median_ns is not None
+    assert result.ci_low_ns <= 0.97 * result.median_ns + 1e-6 and result.ci_high_ns >= 1.03 * result.median_ns - 1e-6
+    assert "host-bound" in result.message and "±3%" in result.message
+    alone = _round([13_000.0, 13_010.0, 13_020.0])
+    alone.host_bound = True  # benchmark mode: one round
+    single = benchmark.combine_rounds([alone], _NoWork(), {"size": 1}, GpuInfo(), "cuda", "b", 0)  # type: ignore[arg-type]
+    assert single.result.ci_high_ns == pytest.approx(1.03 * 13_010.0)
+    plain = _round([13_000.0, 13_010.0, 13_020.0])
+    steady = benchmark.combine_rounds([plain], _NoWork(), {"size": 1}, GpuInfo(), "cuda", "b", 0)  # type: ignore[arg-type]
+    assert steady.result.message == "" and steady.result.ci_high_ns is not None
+    assert steady.result.ci_high_ns < 1.03 * 13_010.0
+
+
 def test_work_the_events_missed_is_added_by_its_median_and_jitter_is_not() -> None:
     from kernelcup.harness import benchmark
     from kernelcup.harness.session import Timed
@@ -320,7 +348,7 @@ def test_the_timing_cores_are_the_last_two_per_gpu_and_never_on_a_small_machine(
 ) -> None:
     from kernelcup.harness import cpus
 
-    monkeypatch.setattr(cpus.os, "sched_getaffinity", lambda pid: set(range(16)))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
     monkeypatch.delenv(cpus.ENV, raising=False)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert cpus.timing_cpus() == (14, 15)
@@ -334,7 +362,7 @@ def test_the_timing_cores_are_the_last_two_per_gpu_and_never_on_a_small_machine(
         monkeypatch.setenv(cpus.ENV, refused)
         assert cpus.timing_cpus() is None
     monkeypatch.setenv(cpus.ENV, "auto")
-    monkeypatch.setattr(cpus.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     assert cpus.timing_cpus() is None
 
 
