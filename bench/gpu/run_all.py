@@ -558,6 +558,8 @@ def section_pytest(report: Report, state: dict[str, Any]) -> None:
     files.append("tests/harness/test_sandbox.py")
     files.append("tests/compat/test_compat_harness.py")  # GPU MODE's classes; torch.compile, CUDA graphs
     files.append("tests/compat/test_side_streams.py")  # work on side streams, joined or not
+    if PYTEST_ONLY:  # the whole list takes ~9 minutes on an H100: one call's limit
+        files = [f for f in files if any(part in f for part in PYTEST_ONLY)]
     # The log goes straight to $OUT, so a run cut short by the budget still shows how far it got.
     log = report.out / "pytest_cuda.txt"
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--confcutdir=tests/harness"]
@@ -586,6 +588,7 @@ SECTIONS = {
     "pytest": section_pytest,
 }
 CACHE_ENV: dict[str, str] = {}
+PYTEST_ONLY: list[str] = []
 
 
 def main() -> int:
@@ -595,7 +598,11 @@ def main() -> int:
     parser.add_argument("--repeat-only", action="store_true", help="ranked: only one solution per leaderboard, twice")
     parser.add_argument("--boards", default="", help="solutions and ranked: only these leaderboards (comma-separated)")
     parser.add_argument("--repeat-set", action="store_true", help="add bench/gpu/repeat's leaderboards (issue #14)")
+    parser.add_argument(
+        "--pytest-only", default="", help="pytest: only the files whose path holds one of these (comma-separated)"
+    )
     args = parser.parse_args()
+    PYTEST_ONLY.extend(part for part in args.pytest_only.split(",") if part)
     BOARDS.update(b for b in args.boards.split(",") if b)
     if args.repeat_set:
         ROOTS.append(REPEAT_SET)
