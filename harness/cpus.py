@@ -4,8 +4,9 @@ core of its own, the same cores for every job on a GPU.
 Host-bound submissions (many small launches, ``.item()``, a tensor built from a Python list
 every call) run at the speed of the core their process happens to land on. On a 16-core H100
 machine, unpinned, the same submission ranked twice back to back read 270 µs in one job and
-375 µs in the next, both rounds of each job agreeing (the child's core follows the harness's,
-which the scheduler picks per job). Pinned, every job of a GPU times on the same two cores.
+375 µs in the next, both rounds of each job agreeing: something chosen per job, as the cores
+are. Pinned, every job of a GPU times on the same two cores. Whether that removes such swings
+is not proven yet (harness/NOTES.md, "Timing cores", has the figures).
 
 Only the two timing threads are pinned, and the child's only from its first timed call: the
 submission's loading, compiling and warm-up (Triton, ``torch.compile``'s workers) keep every
