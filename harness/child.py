@@ -328,7 +328,7 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
                 channel.send({"msg": "warm", **warm.__dict__})
             elif op == "time":
                 if isinstance(message.get("cpu"), int):  # from the first timed call on (harness/cpus.py)
-                    cpus.pin_this_thread(int(message["cpu"]))
+                    cpus.pin_this_thread({int(message["cpu"])})
                 kept = witness = None
                 data = generate(message)
                 inputs_seen = witnesses.take_each(data)  # before anything of the submission's runs

@@ -1,18 +1,19 @@
-"""CPU cores for timing: the child's calling thread and the harness's reading thread each on a
-core of its own, the same cores for every job on a GPU.
+"""A CPU core for timing: the child's calling thread on a core of its own, the same core for
+every job on a GPU, and the harness's thread on every other core.
 
 Host-bound submissions (many small launches, ``.item()``, a tensor built from a Python list
 every call) run at the speed of the core their process happens to land on. On a 16-core H100
 machine, unpinned, the same submission ranked twice back to back read 270 µs in one job and
 375 µs in the next, both rounds of each job agreeing: something chosen per job, as the cores
-are. Pinned, every job of a GPU times on the same two cores. Whether that removes such swings
-is not proven yet (harness/NOTES.md, "Timing cores", has the figures).
+are. Pinned, every job of a GPU times on the same core. Whether that removes such swings is not
+proven yet (harness/NOTES.md, "Timing cores", has the figures).
 
-Only the two timing threads are pinned, and the child's only from its first timed call: the
+Only the child's calling thread is held to one core, and only from its first timed call: the
 submission's loading, compiling and warm-up (Triton, ``torch.compile``'s workers) keep every
-core. ``KERNELCUP_HARNESS_CPUS``: ``auto`` (the default: on machines of 4 or more usable cores,
-the last two cores, CPU 0 left to interrupts, the next two down for each further GPU slot),
-``off``, or ``HARNESS,CHILD`` (two core numbers).
+core. The harness's thread only leaves that core alone, so whatever it starts later (CPU
+threads of a leaderboard's check) still has the rest. ``KERNELCUP_HARNESS_CPUS``: ``auto``
+(the default: on machines of 4 or more usable cores, the last core, CPU 0 left to interrupts,
+the next one down for each further GPU slot), ``off``, or a core number.
 """
 
 from __future__ import annotations
@@ -23,28 +24,25 @@ ENV = "KERNELCUP_HARNESS_CPUS"
 MIN_CORES = 4  # below this the scheduler's own choice is left alone (CI's 2-core boxes)
 
 
-def timing_cpus() -> tuple[int, int] | None:
-    """(the harness's core, the child's core), or None: leave both where the scheduler puts them."""
+def timing_cpus() -> tuple[set[int], int] | None:
+    """(the harness's cores, the child's core), or None: leave both where the scheduler puts them."""
     choice = os.environ.get(ENV, "auto").strip().lower()
     try:
         usable = sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return None
-    if choice in ("", "off", "none", "0"):
+    if choice in ("", "off", "none"):
         return None
-    if choice != "auto":
-        try:
-            harness, child = (int(part) for part in choice.split(","))
-        except ValueError:
+    if choice == "auto":
+        if len(usable) < MIN_CORES:
             return None
-        return (harness, child) if harness != child and {harness, child} <= set(usable) else None
-    if len(usable) < MIN_CORES:
+        spare = usable[1:]
+        child = spare[-1 - gpu_slot() % len(spare)]
+    elif choice.isdigit() and int(choice) in usable and len(usable) > 1:
+        child = int(choice)
+    else:
         return None
-    spare = usable[1:]
-    slot = gpu_slot()
-    if len(spare) < 2 * (slot + 1):
-        slot %= max(1, len(spare) // 2)
-    return spare[-2 - 2 * slot], spare[-1 - 2 * slot]
+    return set(usable) - {child}, child
 
 
 def gpu_slot() -> int:
@@ -54,10 +52,10 @@ def gpu_slot() -> int:
     return int(first) if first.isdigit() else 0
 
 
-def pin_this_thread(cpu: int) -> bool:
-    """Keep the calling thread on ``cpu`` (Linux: a thread's own affinity); False where refused."""
+def pin_this_thread(cores: set[int]) -> bool:
+    """Keep the calling thread on ``cores`` (Linux: a thread's own affinity); False where refused."""
     try:
-        os.sched_setaffinity(0, {cpu})
+        os.sched_setaffinity(0, cores)
     except (AttributeError, OSError, ValueError):
         return False
     return True

@@ -217,7 +217,7 @@ class Session:
             self._pinned = True
             chosen = cpus.timing_cpus() if self.device == "cuda" else None
             if chosen is not None:
-                cpus.pin_this_thread(chosen[0])
+                cpus.pin_this_thread(chosen[0])  # every core but the child's
                 order["cpu"] = chosen[1]
         start = time.perf_counter_ns()
         self._send(order)

@@ -343,22 +343,20 @@ def test_work_the_events_missed_is_added_by_its_median_and_jitter_is_not() -> No
     assert note == "" and set(times) == {13_000.0}
 
 
-def test_the_timing_cores_are_the_last_two_per_gpu_and_never_on_a_small_machine(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_the_timing_core_is_the_last_per_gpu_and_never_on_a_small_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     from kernelcup.harness import cpus
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
     monkeypatch.delenv(cpus.ENV, raising=False)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    assert cpus.timing_cpus() == (14, 15)
+    assert cpus.timing_cpus() == (set(range(15)), 15)  # the harness keeps every other core
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    assert cpus.timing_cpus() == (12, 13)
+    assert cpus.timing_cpus() == (set(range(16)) - {14}, 14)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-5a1c")  # a UUID: slot 0
-    assert cpus.timing_cpus() == (14, 15)
-    monkeypatch.setenv(cpus.ENV, "3,7")
-    assert cpus.timing_cpus() == (3, 7)
-    for refused in ("off", "3,3", "3,99", "three"):
+    assert cpus.timing_cpus() == (set(range(15)), 15)
+    monkeypatch.setenv(cpus.ENV, "7")
+    assert cpus.timing_cpus() == (set(range(16)) - {7}, 7)
+    for refused in ("off", "99", "3,7", "three"):
         monkeypatch.setenv(cpus.ENV, refused)
         assert cpus.timing_cpus() is None
     monkeypatch.setenv(cpus.ENV, "auto")
@@ -373,14 +371,14 @@ def test_a_thread_is_pinned_alone() -> None:
     seen: list[set[int]] = []
 
     def pinned() -> None:
-        assert cpus.pin_this_thread(usable[-1])
+        assert cpus.pin_this_thread({usable[-1]})
         seen.append(os.sched_getaffinity(0))
 
     thread = threading.Thread(target=pinned)
     thread.start()
     thread.join()
     assert seen == [{usable[-1]}] and sorted(os.sched_getaffinity(0)) == usable  # this thread kept them all
-    assert not cpus.pin_this_thread(10_000)
+    assert not cpus.pin_this_thread({10_000})
 
 
 def _timed(wall_ns: float, call_extra_ns: float, outside_ns: float, jitter: int) -> Any:
