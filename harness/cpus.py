@@ -24,14 +24,24 @@ ENV = "KERNELCUP_HARNESS_CPUS"
 MIN_CORES = 4  # below this the scheduler's own choice is left alone (CI's 2-core boxes)
 
 
+def _process_cores() -> frozenset[int]:
+    try:
+        return frozenset(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return frozenset()
+
+
+# The cores this process may use, read once when it starts: the harness's own thread is pinned
+# at its job's first timed call, and every later process of the job (a fresh one per ranked
+# round) must be given the same core, not one chosen from what that pin left.
+PROCESS_CORES = _process_cores()
+
+
 def timing_cpus() -> tuple[set[int], int] | None:
     """(the harness's cores, the child's core), or None: leave both where the scheduler puts them."""
     choice = os.environ.get(ENV, "auto").strip().lower()
-    try:
-        usable = sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return None
-    if choice in ("", "off", "none"):
+    usable = sorted(PROCESS_CORES)
+    if not usable or choice in ("", "off", "none"):
         return None
     if choice == "auto":
         if len(usable) < MIN_CORES:

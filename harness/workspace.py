@@ -202,6 +202,7 @@ def _copy_tree(source: Path, target: Path, limit: int) -> int:
     inside = os.path.realpath(target)
     for folder, dirs, files in os.walk(source, followlinks=False):
         relative = Path(folder).relative_to(source)
+        leads_out: bool | None = None  # whether this folder's place in ``target`` is elsewhere: once per folder
         for name in files:
             if name in _NOT_CARRIED or name.endswith(".kc-partial"):
                 continue
@@ -211,7 +212,9 @@ def _copy_tree(source: Path, target: Path, limit: int) -> int:
                 info = origin.lstat()
                 if not stat.S_ISREG(info.st_mode) or copied + info.st_size > limit or _same_file(info, destination):
                     continue
-                if os.path.commonpath([inside, os.path.realpath(destination.parent)]) != inside:
+                if leads_out is None:
+                    leads_out = os.path.commonpath([inside, os.path.realpath(destination.parent)]) != inside
+                if leads_out:
                     continue
                 destination.parent.mkdir(parents=True, exist_ok=True)
                 partial = destination.with_name(destination.name + ".kc-partial")

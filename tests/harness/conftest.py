@@ -173,8 +173,8 @@ def run_many(specs: dict[str, JobSpec], workers: int = 3) -> dict[str, HarnessRu
     """Run several harness jobs at once (each its own ``python -m kernelcup.harness``) to save wall time."""
     from concurrent.futures import ThreadPoolExecutor
 
-    # Jobs side by side on one GPU would all pin their timing threads to the same two cores
-    # (harness/cpus.py, made for the runner's one job per GPU): unpinned, they share the rest.
+    # Jobs side by side on one GPU would all pin their calling threads to the same core
+    # (harness/cpus.py, made for the runner's one job per GPU): unpinned, they share them all.
     env = {"KERNELCUP_HARNESS_CPUS": "off"} if workers > 1 and len(specs) > 1 else None
     with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = {name: pool.submit(run_harness, spec, env=env) for name, spec in specs.items()}

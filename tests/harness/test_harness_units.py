@@ -346,7 +346,7 @@ def test_work_the_events_missed_is_added_by_its_median_and_jitter_is_not() -> No
 def test_the_timing_core_is_the_last_per_gpu_and_never_on_a_small_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     from kernelcup.harness import cpus
 
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    monkeypatch.setattr(cpus, "PROCESS_CORES", frozenset(range(16)))
     monkeypatch.delenv(cpus.ENV, raising=False)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert cpus.timing_cpus() == (set(range(15)), 15)  # the harness keeps every other core
@@ -360,8 +360,21 @@ def test_the_timing_core_is_the_last_per_gpu_and_never_on_a_small_machine(monkey
         monkeypatch.setenv(cpus.ENV, refused)
         assert cpus.timing_cpus() is None
     monkeypatch.setenv(cpus.ENV, "auto")
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(cpus, "PROCESS_CORES", frozenset({0, 1}))
     assert cpus.timing_cpus() is None
+
+
+def test_a_later_process_of_the_job_gets_the_same_core_after_the_harness_pinned_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kernelcup.harness import cpus
+
+    monkeypatch.setattr(cpus, "PROCESS_CORES", frozenset(range(16)))
+    monkeypatch.delenv(cpus.ENV, raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    first = cpus.timing_cpus()
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(15)))  # the pin it made
+    assert first == cpus.timing_cpus() == (set(range(15)), 15)
 
 
 def test_a_thread_is_pinned_alone() -> None:
