@@ -327,8 +327,10 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
                 warm = timing.warm_up(timer, kernel, fresh_inputs, float(message["min_s"]), float(message["max_s"]))
                 channel.send({"msg": "warm", **warm.__dict__})
             elif op == "time":
+                pinned: list[int] | None = None
                 if isinstance(message.get("cpu"), int):  # from the first timed call on (harness/cpus.py)
                     cpus.pin_this_thread({int(message["cpu"])})
+                    pinned = cpus.this_thread_cores()  # read back: the result says where it timed
                 kept = witness = None
                 data = generate(message)
                 inputs_seen = witnesses.take_each(data)  # before anything of the submission's runs
@@ -344,6 +346,7 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
                         "event_ns": reading.event_ns,
                         "wall_ns": reading.wall_ns,
                         "host_ns": reading.host_ns,
+                        **({"cores": pinned} if pinned is not None else {}),
                     }
                 )
                 # Only now: what freeing the inputs costs falls outside the harness's clock

@@ -62,6 +62,20 @@ def gpu_slot() -> int:
     return int(first) if first.isdigit() else 0
 
 
+def this_thread_cores() -> list[int]:
+    """The cores the calling thread may run on now (empty where the system cannot say)."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return []
+
+
+def describe(child: list[int], harness: set[int]) -> str:
+    """One line for the result: where the timed calls ran."""
+    where = ",".join(str(c) for c in child) if child else "unknown"
+    return f"timed calls on CPU {where}, the harness's thread on {len(harness)} other cores"
+
+
 def pin_this_thread(cores: set[int]) -> bool:
     """Keep the calling thread on ``cores`` (Linux: a thread's own affinity); False where refused."""
     try:

@@ -335,6 +335,9 @@ def _run_benchmarks(
         )
         result.benchmarks.append(combined.result)
         medians.append(combined.median_s)
+    # Where each process's timed calls ran (harness/cpus.py), as its timing thread read it back.
+    cores = [p.session.timing_cores for p in children.processes if p.session.timing_cores]
+    result.system.timing_cores = "; ".join(dict.fromkeys(cores))
     score_s = scoring.score(result, spec.task.ranking_by, medians)
     result.status = Status.PASSED
     what = "ranked score" if ranked else "score"

@@ -61,6 +61,8 @@ class Session:
         # loaded (GPU only; None where the child did not say).
         self.noop_event_ns: float | None = None
         self._pinned = False  # the timing cores (harness/cpus.py) are chosen at the first timed call
+        self.timing_cores = ""  # where the child's timed calls ran, as the child read it back
+        self._harness_cores: set[int] = set()
 
     def close(self) -> None:
         for buffer in self._staging:
@@ -218,6 +220,7 @@ class Session:
             chosen = cpus.timing_cpus() if self.device == "cuda" else None
             if chosen is not None:
                 cpus.pin_this_thread(chosen[0])  # every core but the child's
+                self._harness_cores = chosen[0]
                 order["cpu"] = chosen[1]
         start = time.perf_counter_ns()
         self._send(order)
@@ -225,6 +228,10 @@ class Session:
         calling = time.perf_counter_ns()
         message, _ = self._expect("timed")
         end = time.perf_counter_ns()
+        if "cpu" in order:
+            read = message.get("cores")
+            cores = [c for c in read if isinstance(c, int)] if isinstance(read, list) else []
+            self.timing_cores = cpus.describe(cores, self._harness_cores)
         window, call = float(end - start), float(end - calling)
         values = [message.get(key) for key in ("event_ns", "wall_ns", "host_ns")]
         if not all(isinstance(v, int | float) and v == v and 0 <= v < 1e15 for v in values):

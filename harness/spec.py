@@ -150,6 +150,8 @@ class SystemInfo:
     sm_clock_mhz_before: float | None = None
     sm_clock_mhz_after: float | None = None
     isolation: str = ""  # how the submission's process was isolated, e.g. "uid 65534 (nobody)"
+    # GPU: where the timed calls ran (harness/cpus.py), read back from each process's timing thread.
+    timing_cores: str = ""
     # Sampled every 100 ms while benchmarks ran (NVML): the SM clock's range, the hottest the
     # GPU got, and what held its clock down at some point (e.g. "power cap", "thermal").
     sm_clock_mhz_min: float | None = None

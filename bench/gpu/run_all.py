@@ -337,10 +337,29 @@ def section_ranked(report: Report, state: dict[str, Any]) -> None:
                         "≤ 1%": diff <= 1.0,
                         "worst case": worst,
                         "every case ≤ max(1%, 0.2 µs)": cases_ok,
+                        # What the ranking does with the pair: ranges that overlap tie.
+                        "ranges overlap (tie)": _ranges_overlap(first, second),
+                        "host-bound cases": _host_bound(first, second),
+                        "timing cores": " | ".join(dict.fromkeys(r.system.timing_cores for r in (first, second))),
                     },
                 )
             else:
                 report.add("repeatability", {"solution": name, "diff %": "second run failed"})
+
+
+def _ranges_overlap(first: Result, second: Result) -> bool | str:
+    """Whether the two scores' noise ranges overlap, which the ranking shows as a tie."""
+    lows = [r.score_low_s for r in (first, second) if r.score_low_s is not None]
+    highs = [r.score_high_s for r in (first, second) if r.score_high_s is not None]
+    if len(lows) < 2 or len(highs) < 2:
+        return "no range"
+    return max(lows) <= min(highs)
+
+
+def _host_bound(first: Result, second: Result) -> str:
+    """How many cases each job marked host-bound (harness/benchmark.py: widen_host_bound)."""
+    counts = [sum("host-bound" in case.message for case in r.benchmarks) for r in (first, second)]
+    return f"{counts[0]}, {counts[1]} of {len(first.benchmarks)}"
 
 
 def _cases_repeat(first: Result, second: Result) -> tuple[bool, str]:

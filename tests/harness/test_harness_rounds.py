@@ -24,7 +24,7 @@ from conftest import (
     submission,
 )
 
-from kernelcup.harness import benchmark, stats
+from kernelcup.harness import benchmark, cpus, stats
 from kernelcup.harness.children import FRESH_MAX_SHARE, fresh_fits, time_share
 from kernelcup.harness.process import StreamCapture
 from kernelcup.harness.reporting import SHOWN_OUTPUT, attach_process_outputs
@@ -80,6 +80,16 @@ def test_each_ranked_round_runs_in_a_fresh_process(runs: dict[str, HarnessRun]) 
     # Each process's output is marked as its own.
     assert "[kernelcup: stdout of process 1 of" in result.stdout
     assert "a fresh process for round 2]" in result.stdout
+
+
+def test_every_process_of_a_ranked_job_times_on_the_one_core_chosen(runs: dict[str, HarnessRun]) -> None:
+    result = runs["ranked"].outcome()
+    chosen = cpus.timing_cpus() if DEVICE == "cuda" else None  # the harness's environment is this one's
+    if chosen is None:  # the CPU, or a machine under 4 cores: never pinned, so nothing to say
+        assert result.system.timing_cores == ""
+        return
+    # One line for every process: each read its own timing thread's cores back as this one core.
+    assert result.system.timing_cores == cpus.describe([chosen[1]], chosen[0])
 
 
 def test_benchmark_mode_keeps_one_round_in_one_process(runs: dict[str, HarnessRun]) -> None:
