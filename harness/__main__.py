@@ -17,6 +17,7 @@ import traceback
 from types import FrameType
 from typing import TextIO
 
+from kernelcup.harness import cpus
 from kernelcup.harness.process import WATCHDOG_ENV, harden_harness_process
 from kernelcup.harness.run import Prepared
 from kernelcup.harness.spec import (
@@ -75,6 +76,7 @@ def _prepare() -> Prepared | None:
 
 def main(stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
     harden_harness_process()
+    cpus.keep_off_timing_cores()  # before any thread or process is started (harness/cpus.py)
     _arm_watchdog()
     signal.signal(signal.SIGTERM, _on_sigterm)
     prepared = _prepare()

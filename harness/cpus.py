@@ -1,5 +1,5 @@
 """A CPU core for timing: the child's calling thread on a core of its own, the same core for
-every job on a GPU, and the harness's thread on every other core.
+every job on a GPU, and every other thread of every job kept off the timing cores.
 
 Host-bound submissions (many small launches, ``.item()``, a tensor built from a Python list
 every call) run at the speed of the core their process happens to land on. On a 16-core H100
@@ -8,12 +8,13 @@ machine, unpinned, the same submission ranked twice back to back read 270 µs in
 are. Pinned, every job of a GPU times on the same core. Whether that removes such swings is not
 proven yet (harness/NOTES.md, "Timing cores", has the figures).
 
-Only the child's calling thread is held to one core, and only from its first timed call: the
-submission's loading, compiling and warm-up (Triton, ``torch.compile``'s workers) keep every
-core. The harness's thread only leaves that core alone, so whatever it starts later (CPU
-threads of a leaderboard's check) still has the rest. ``KERNELCUP_HARNESS_CPUS``: ``auto``
-(the default: on machines of 4 or more usable cores, the last core, CPU 0 left to interrupts,
-the next one down for each further GPU slot), ``off``, or a core number.
+A core is reserved per GPU of the machine: the last one for GPU 0, CPU 0 left to interrupts,
+the next one down for each further GPU. The harness keeps off all of them from its start
+(:func:`keep_off_timing_cores`), and so does everything it starts: the submission's processes
+(their loading, compiling, warm-up and threads), a leaderboard's check. From the first timed
+call, the child's calling thread alone moves onto its GPU's core. Machines where that would
+leave fewer than ``MIN_LEFT`` cores to the rest are not pinned. ``KERNELCUP_HARNESS_CPUS``:
+``auto`` (the default), ``off``, or a core number (the one timing core).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import os
 
 ENV = "KERNELCUP_HARNESS_CPUS"
 MIN_CORES = 4  # below this the scheduler's own choice is left alone (CI's 2-core boxes)
+MIN_LEFT = 2  # cores left to everything else after the timing cores, CPU 0 aside
 
 
 def _process_cores() -> frozenset[int]:
@@ -31,28 +33,60 @@ def _process_cores() -> frozenset[int]:
         return frozenset()
 
 
-# The cores this process may use, read once when it starts: the harness's own thread is pinned
-# at its job's first timed call, and every later process of the job (a fresh one per ranked
-# round) must be given the same core, not one chosen from what that pin left.
+# The cores this process may use, read once when it starts: the harness then keeps its thread off
+# the timing cores, and every later process of the job (a fresh one per ranked round) must be
+# given the same core, not one chosen from what that left.
 PROCESS_CORES = _process_cores()
 
 
 def timing_cpus() -> tuple[set[int], int] | None:
-    """(the harness's cores, the child's core), or None: leave both where the scheduler puts them."""
+    """(the cores every other thread of the job may use, the child's core), or None: leave the
+    threads where the scheduler puts them."""
+    reserved = reserved_cores()
+    if not reserved:
+        return None
+    return set(PROCESS_CORES) - set(reserved), reserved[gpu_slot() % len(reserved)]
+
+
+def reserved_cores() -> list[int]:
+    """The timing cores of every GPU of this machine, slot by slot (slot 0's first), or none.
+
+    Every job's threads but the timed one keep off all of them, not only off their own GPU's:
+    on a machine of several GPUs, each running a job, a harness spinning in a CUDA wait or a
+    compile for another GPU's job would otherwise land on this job's timing core, and a thread
+    held to one core cannot move away (two H100s of one host, a job each: a 50-launch case read
+    12 µs in one job and 62-96 µs in the next).
+    """
     choice = os.environ.get(ENV, "auto").strip().lower()
     usable = sorted(PROCESS_CORES)
     if not usable or choice in ("", "off", "none"):
-        return None
+        return []
     if choice == "auto":
-        if len(usable) < MIN_CORES:
-            return None
-        spare = usable[1:]
-        child = spare[-1 - gpu_slot() % len(spare)]
-    elif choice.isdigit() and int(choice) in usable and len(usable) > 1:
-        child = int(choice)
-    else:
-        return None
-    return set(usable) - {child}, child
+        spare = usable[1:]  # CPU 0 takes most interrupts
+        count = max(machine_gpus(), gpu_slot() + 1)
+        if len(usable) < MIN_CORES or len(spare) - count < MIN_LEFT:
+            return []
+        return [spare[-1 - slot] for slot in range(count)]
+    if choice.isdigit() and int(choice) in usable and len(usable) > 1:
+        return [int(choice)]
+    return []
+
+
+def machine_gpus() -> int:
+    """How many NVIDIA GPUs this machine has, whatever this process is shown of them (0 if none)."""
+    try:
+        return len(os.listdir("/proc/driver/nvidia/gpus"))
+    except OSError:
+        return 0
+
+
+def keep_off_timing_cores() -> None:
+    """At the harness's start, before it starts a thread or a process: this thread, and so
+    everything it starts later (the submission's processes, their threads, a check's threads),
+    keeps off every timing core. A timed thread is then moved onto its own (:func:`pin_this_thread`)."""
+    reserved = reserved_cores()
+    if reserved:
+        pin_this_thread(set(PROCESS_CORES) - set(reserved))
 
 
 def gpu_slot() -> int:
@@ -73,7 +107,7 @@ def this_thread_cores() -> list[int]:
 def describe(child: list[int], harness: set[int]) -> str:
     """One line for the result: where the timed calls ran."""
     where = ",".join(str(c) for c in child) if child else "unknown"
-    return f"timed calls on CPU {where}, the harness's thread on {len(harness)} other cores"
+    return f"timed calls on CPU {where}, every other thread of the job on {len(harness)} other cores"
 
 
 def pin_this_thread(cores: set[int]) -> bool:

@@ -219,7 +219,7 @@ class Session:
             self._pinned = True
             chosen = cpus.timing_cpus() if self.device == "cuda" else None
             if chosen is not None:
-                cpus.pin_this_thread(chosen[0])  # every core but the child's
+                cpus.pin_this_thread(chosen[0])  # as at the harness's start, where it began there
                 self._harness_cores = chosen[0]
                 order["cpu"] = chosen[1]
         start = time.perf_counter_ns()

@@ -130,6 +130,9 @@ class CaseResult:
     # On a GPU: what the timing itself costs (CUDA events around a call that launches nothing,
     # median), already subtracted from every timed call above.
     timer_overhead_ns: float | None = None
+    # Host time inside custom_kernel, median per call (launching, Python, waiting on the GPU);
+    # against median_ns it says whether the case ran at the host's speed (harness/benchmark.py).
+    host_median_ns: float | None = None
     # Multi-GPU: each rank's median, in rank order; ``median_ns`` above is the slowest rank's.
     rank_median_ns: list[float] = field(default_factory=list)
     # Ranked: each kept round's median, in the order they ran (each round in its own process

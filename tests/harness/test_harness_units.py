@@ -308,6 +308,10 @@ def test_a_host_bound_case_ranges_at_least_three_percent_either_side_once_combin
     launches = [Timed(13_000.0, 300_000.0, 250_000.0, 320_000.0) for _ in range(9)]
     one_kernel = [Timed(200_000.0, 215_000.0, 8_000.0, 230_000.0) for _ in range(9)]
     assert benchmark.is_host_bound(launches, "cuda") and not benchmark.is_host_bound(one_kernel, "cuda")
+    # A Triton launch: 20 µs of host time, hidden behind the harness's sleep, before a 43 µs
+    # kernel (an H100's identity case). GPU-bound: its time does not wait on the host.
+    triton = [Timed(43_000.0, 60_000.0, 20_000.0, 70_000.0) for _ in range(9)]
+    assert not benchmark.is_host_bound(triton, "cuda")
     assert not benchmark.is_host_bound(launches, "cpu")
     first, second = _round([13_000.0, 13_010.0, 13_020.0]), _round([13_005.0, 13_015.0, 13_010.0])
     first.host_bound = second.host_bound = True
@@ -347,11 +351,12 @@ def test_the_timing_core_is_the_last_per_gpu_and_never_on_a_small_machine(monkey
     from kernelcup.harness import cpus
 
     monkeypatch.setattr(cpus, "PROCESS_CORES", frozenset(range(16)))
+    monkeypatch.setattr(cpus, "machine_gpus", lambda: 1)
     monkeypatch.delenv(cpus.ENV, raising=False)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    assert cpus.timing_cpus() == (set(range(15)), 15)  # the harness keeps every other core
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    assert cpus.timing_cpus() == (set(range(16)) - {14}, 14)
+    assert cpus.timing_cpus() == (set(range(15)), 15)  # every other thread keeps every other core
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # shown GPU 1 alone: slots 0 and 1 are reserved
+    assert cpus.timing_cpus() == (set(range(14)), 14)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-5a1c")  # a UUID: slot 0
     assert cpus.timing_cpus() == (set(range(15)), 15)
     monkeypatch.setenv(cpus.ENV, "7")
@@ -364,12 +369,35 @@ def test_the_timing_core_is_the_last_per_gpu_and_never_on_a_small_machine(monkey
     assert cpus.timing_cpus() is None
 
 
+def test_every_job_keeps_off_every_gpus_timing_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelcup.harness import cpus
+
+    monkeypatch.setattr(cpus, "PROCESS_CORES", frozenset(range(32)))
+    monkeypatch.setattr(cpus, "machine_gpus", lambda: 8)
+    monkeypatch.delenv(cpus.ENV, raising=False)
+    assert cpus.reserved_cores() == list(range(31, 23, -1))  # one per GPU, from the last core down
+    for slot in range(8):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", str(slot))
+        # The job on GPU 3 times on core 28, and its other threads keep off all eight.
+        assert cpus.timing_cpus() == (set(range(24)), 31 - slot)
+    monkeypatch.setattr(cpus, "PROCESS_CORES", frozenset(range(10)))  # 9 spare cores, 8 GPUs: 1 left
+    assert cpus.reserved_cores() == [] and cpus.timing_cpus() is None
+    pinned: list[set[int]] = []
+    monkeypatch.setattr(cpus, "pin_this_thread", lambda cores: pinned.append(cores) or True)
+    cpus.keep_off_timing_cores()
+    assert pinned == []  # nothing reserved, nothing held
+    monkeypatch.setattr(cpus, "PROCESS_CORES", frozenset(range(32)))
+    cpus.keep_off_timing_cores()
+    assert pinned == [set(range(24))]
+
+
 def test_a_later_process_of_the_job_gets_the_same_core_after_the_harness_pinned_itself(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from kernelcup.harness import cpus
 
     monkeypatch.setattr(cpus, "PROCESS_CORES", frozenset(range(16)))
+    monkeypatch.setattr(cpus, "machine_gpus", lambda: 1)
     monkeypatch.delenv(cpus.ENV, raising=False)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     first = cpus.timing_cpus()

@@ -18,7 +18,9 @@ def ref_kernel(data: input_t) -> output_t:
 
 
 def check_implementation(data: input_t, output: output_t) -> tuple[bool, str]:
-    # Float atomics add in any order: compare with a float64 sum, relative to its size.
-    if not torch.allclose(output.double(), ref_kernel(data), rtol=1e-4, atol=1e-3):
+    # Float atomics add in any order: compare with a float64 sum, relative to its size. The
+    # 16M case puts ~15M float32 adds on bin 7 (sum ~7.5M, steps of 0.5 there): their rounding
+    # wanders ~550 (7e-5), so 1e-4 failed an honest run on an H100; 1e-3 is ~14 of those.
+    if not torch.allclose(output.double(), ref_kernel(data), rtol=1e-3, atol=1e-3):
         return False, "mismatch"
     return True, ""
