@@ -122,6 +122,7 @@ class CudaTimer:
         event_type: Any = c._CudaEventBase
         self._record: Callable[[Any, Any], None] = event_type.record
         self._elapsed_ms: Callable[[Any, Any], float] = event_type.elapsed_time
+        self._event_done: Callable[[Any], bool] = event_type.query
         self._start = event_type(enable_timing=True)
         self._end = event_type(enable_timing=True)
         stream_id, device, device_type = c._cuda_getDefaultStream(device_index)
@@ -196,9 +197,17 @@ class CudaTimer:
         t1 = self._now()
         output = function(data)
         t2 = self._now()
-        busy = self._side.join_busy() if self._side is not None else ()
-        joined_at = self._now()
-        self._record(self._end, self._stream)
+        if self._side is not None and self._event_done(self._start):
+            # The sleep is over (the call waited on the GPU, or outlasted the sleep): the GPU
+            # is timing the harness from here, so the end goes in first, then a join on each
+            # stream handed to the submission, without the queries of every pool stream.
+            self._record(self._end, self._stream)
+            busy = self._side.join_handed_out()
+            joined_at = self._now()
+        else:
+            busy = self._side.join_busy() if self._side is not None else []
+            joined_at = self._now()
+            self._record(self._end, self._stream)
         self._synchronize()
         t3 = self._now()
         self._join_ns.append(float(joined_at - t2))
@@ -215,9 +224,8 @@ class CudaTimer:
         sleep: the barrier is the common start, and the primitives are the ones captured before
         the submission was imported. Side streams: with no sleep, nothing the call queues can
         start before the start event; the end event is recorded as soon as the call returns,
-        then pool streams still busy are joined. Work a side stream finishes between the end
-        event and its query (host time, up to a few hundred µs) is missed here, unlike in
-        :meth:`time_call`, whose sleep holds the GPU until the queries are done."""
+        then every pool stream handed to the submission is joined, busy or not (no query, so
+        nothing it finishes meanwhile is missed; streams outside torch's pool are not)."""
         self.flush_l2()
         align()
         t0 = self._now()
@@ -226,7 +234,7 @@ class CudaTimer:
         output = function(data)
         t2 = self._now()
         self._record(self._end, self._stream)
-        busy = self._side.join_busy() if self._side is not None else ()
+        busy = self._side.join_handed_out() if self._side is not None else []
         self._synchronize()
         t3 = self._now()
         event_ns = self._elapsed_ms(self._start, self._end) * 1e6
@@ -330,14 +338,29 @@ class _WideSleep(_Sleep):
 class SideStreams:
     """torch's pool streams on one device; after a call, a join event on each that still has
     work queued. Queried straight through the CUDA driver (``cuStreamQuery``, through
-    ``ctypes``) where it loads, else through torch's bindings."""
+    ``ctypes``) where it loads, else through torch's bindings.
+
+    Querying every pool stream costs ~260 µs of host time (H100), hidden by the sleep before an
+    ordinary call. A call that waited on the GPU (a sync inside it) has used the sleep up, and
+    the GPU would idle through those queries inside the call's time: a call of ``.item()`` read
+    280 µs in one job and 400 µs in the next. So the streams handed out since the submission was
+    loaded are tracked (:class:`PoolTracker`), and such a call joins only those."""
 
     def __init__(self, device_index: int, event_type: Any) -> None:
-        self._streams = _pool_streams(device_index)
+        pools = _pool_streams(device_index)
+        self._streams = [stream for _, streams, _ in pools for stream in streams]
         self._joins = [event_type(enable_timing=True) for _ in self._streams]
         self._record: Callable[[Any, Any], None] = event_type.record
         self._query = _driver_query()
         self._handles = [ctypes.c_void_p(stream.cuda_stream) for stream in self._streams]
+        new_stream = torch.cuda.Stream
+
+        def probe(priority: int) -> int:
+            stream: Any = new_stream(device=device_index, priority=priority)  # type: ignore[no-untyped-call]
+            return int(stream.cuda_stream)
+
+        listed = [(priority, [int(s.cuda_stream) for s in streams], made) for priority, streams, made in pools]
+        self.tracker = PoolTracker(listed, probe)
 
     def __len__(self) -> int:
         return len(self._streams)
@@ -345,6 +368,7 @@ class SideStreams:
     def join_busy(self) -> list[Any]:
         """A join event on every stream with work still queued; the events, to read after a
         synchronize."""
+        self.tracker.look()  # kept up to date on every call
         joined = []
         query = self._query
         for stream, handle, event in zip(self._streams, self._handles, self._joins, strict=True):
@@ -353,6 +377,58 @@ class SideStreams:
                 self._record(event, stream)
                 joined.append(event)
         return joined
+
+    def join_handed_out(self) -> list[Any]:
+        """A join event on every stream the submission has been handed, busy or not (no query):
+        for a call whose sleep is over, so that nothing it left queued can finish unseen."""
+        watched = self.tracker.look()
+        if watched is None:
+            return self.join_busy()
+        joined = []
+        for index in watched:
+            self._record(self._joins[index], self._streams[index])
+            joined.append(self._joins[index])
+        return joined
+
+
+class PoolTracker:
+    """Which of torch's pool streams have been handed out since tracking began.
+
+    torch hands a pool's streams out round-robin, one counter per priority. Looking costs one
+    stream per priority: where it lands in the pool's order says how many were handed out since
+    the last look, and those are watched from then on. A submission that takes a whole number
+    of rounds of a pool (32 streams) between two looks leaves no trace here; the work of such a
+    stream is still seen by the wall clock around the call (``harness/benchmark.py``, work that
+    continued after the call returned)."""
+
+    def __init__(self, pools: list[tuple[int, list[int], int]], probe: Callable[[int], int]) -> None:
+        """``pools``: (priority, the pool's stream handles in the order they are handed out,
+        how many were handed out while listing them); ``probe`` hands out one stream."""
+        self._probe = probe
+        self._pools: list[tuple[int, dict[int, int], int]] = []  # priority, handle -> position, offset
+        self._next: list[int] = []
+        offset = 0
+        for priority, handles, made in pools:
+            self._pools.append((priority, {h: k for k, h in enumerate(handles)}, offset))
+            self._next.append(made % len(handles) if handles else 0)
+            offset += len(handles)
+        self._watched: dict[int, None] = {}  # flat indices, in the order first seen
+        self._lost = False
+
+    def look(self) -> list[int] | None:
+        """The flat indices of every stream handed out so far, or None where that is unknown."""
+        for number, (priority, position, offset) in enumerate(self._pools):
+            size = len(position)
+            if not size:
+                continue
+            at = position.get(self._probe(priority))
+            if at is None:  # a stream outside the listed pool: the order is not torch's any more
+                self._lost = True
+                continue
+            for step in range((at - self._next[number]) % size):
+                self._watched[offset + (self._next[number] + step) % size] = None
+            self._next[number] = (at + 1) % size
+        return None if self._lost else list(self._watched)
 
 
 CUDA_ERROR_NOT_READY = 600
@@ -368,22 +444,28 @@ def _driver_query() -> Callable[[ctypes.c_void_p], int] | None:
     return result
 
 
-def _pool_streams(device_index: int) -> list[torch.cuda.Stream]:
-    """Every stream of torch's pools on this device (each priority's pool, round-robin).
+def _pool_streams(device_index: int) -> list[tuple[int, list[torch.cuda.Stream], int]]:
+    """Every stream of torch's pools on this device (each priority's pool, round-robin): per
+    priority, its streams in the order handed out, and how many were handed out to list them.
 
     Asked for before the submission is imported; a stream handle never changes afterwards."""
     low, high = torch.cuda.Stream(device=device_index).priority_range()  # type: ignore[no-untyped-call]
-    found: dict[int, torch.cuda.Stream] = {}
+    pools = []
+    seen: set[int] = set()
     for priority in range(int(low), int(high) - 1, -1):
-        misses = 0
+        found: dict[int, torch.cuda.Stream] = {}
+        misses = made = 0
         while misses < POOL_PROBE_MISSES:
             stream = torch.cuda.Stream(device=device_index, priority=priority)  # type: ignore[no-untyped-call]
-            if stream.cuda_stream in found:
+            made += 1
+            if stream.cuda_stream in found or stream.cuda_stream in seen:
                 misses += 1
             else:
                 found[stream.cuda_stream] = stream
                 misses = 0
-    return list(found.values())
+        seen.update(found)
+        pools.append((priority, list(found.values()), made))
+    return pools
 
 
 Timer = CpuTimer | CudaTimer

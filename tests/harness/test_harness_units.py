@@ -383,7 +383,12 @@ def test_every_job_keeps_off_every_gpus_timing_core(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(cpus, "PROCESS_CORES", frozenset(range(10)))  # 9 spare cores, 8 GPUs: 1 left
     assert cpus.reserved_cores() == [] and cpus.timing_cpus() is None
     pinned: list[set[int]] = []
-    monkeypatch.setattr(cpus, "pin_this_thread", lambda cores: pinned.append(cores) or True)
+
+    def pin(cores: set[int]) -> bool:
+        pinned.append(cores)
+        return True
+
+    monkeypatch.setattr(cpus, "pin_this_thread", pin)
     cpus.keep_off_timing_cores()
     assert pinned == []  # nothing reserved, nothing held
     monkeypatch.setattr(cpus, "PROCESS_CORES", frozenset(range(32)))
@@ -722,3 +727,58 @@ def test_no_op_calls_made_slow_take_no_more_than_the_pre_load_overhead_off_a_cal
     assert overhead == 2_600.0 and times[0] == 57_400.0  # capped at twice the calibration
     times, _, _ = benchmark._times(calls, slowed, "cuda", None)
     assert times[0] == 30_000.0  # without it: half the call gone
+
+
+class _RoundRobinPools:
+    """torch's stream pools as the harness sees them: per priority, 32 handles handed out in turn."""
+
+    def __init__(self) -> None:
+        self.handles = {0: [1000 + k for k in range(32)], -1: [2000 + k for k in range(32)]}
+        self.counter = {0: 5, -1: 0}  # torch's own code may have taken some already
+
+    def take(self, priority: int) -> int:
+        handle = self.handles[priority][self.counter[priority] % 32]
+        self.counter[priority] += 1
+        return handle
+
+    def listed(self) -> list[tuple[int, list[int], int]]:
+        """What the child lists before the submission is imported (timing._pool_streams)."""
+        pools = []
+        for priority in (0, -1):
+            found: list[int] = []
+            misses = made = 0
+            while misses < 40:
+                handle = self.take(priority)
+                made += 1
+                if handle in found:
+                    misses += 1
+                else:
+                    found.append(handle)
+                    misses = 0
+            pools.append((priority, found, made))
+        return pools
+
+
+def test_the_streams_handed_to_the_submission_are_the_ones_joined() -> None:
+    from kernelcup.harness.timing import PoolTracker
+
+    pools = _RoundRobinPools()
+    listed = pools.listed()
+    flat = {
+        h: offset + k for offset, (_, handles, _) in zip((0, 32), listed, strict=True) for k, h in enumerate(handles)
+    }
+    tracker = PoolTracker(listed, pools.take)
+    assert tracker.look() == []  # nothing handed out since the listing but the tracker's own looks
+    # The submission takes three low-priority streams and one high-priority one.
+    taken = [pools.take(0), pools.take(0), pools.take(0), pools.take(-1)]
+    watched = tracker.look()
+    assert watched is not None and sorted(watched) == sorted(flat[h] for h in taken)
+    assert tracker.look() == watched  # watched for good: a later look with nothing new keeps them
+    pools.take(0)  # one more
+    for _ in range(40):  # a whole round of the pool and 8 more: the round leaves no trace (PoolTracker)
+        pools.take(-1)
+    later = tracker.look()
+    assert later is not None and len(later) == 4 + 1 + 8 and later[:4] == watched
+    # A stream no listing showed (another pool, a wrapped external stream): every stream again.
+    lost = PoolTracker([(0, [1, 2, 3], 3)], lambda priority: 99)
+    assert lost.look() is None
