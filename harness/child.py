@@ -167,14 +167,25 @@ def main(argv: list[str]) -> int:
         return 71
 
 
+def _pin_if_asked(message: dict[str, Any]) -> list[int] | None:
+    """The calling thread onto the core the harness names (harness/cpus.py), from the first
+    warm-up or timed call on; the cores it may then use, read back, or None where none was named."""
+    from kernelcup.harness import cpus
+
+    if not isinstance(message.get("cpu"), int):
+        return None
+    cpus.pin_this_thread({int(message["cpu"])})
+    return cpus.this_thread_cores()
+
+
 def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) -> int:
     """Start up (torch, the device, the timer), then wait for the job: the harness may start this
     process before it has a job, so a job finds it warm. ``rank`` >= 0: one rank of a
     multi-GPU job, bound to its own card (``cuda:<rank>`` of the cards the job was given)."""
     import torch
 
-    from kernelcup.harness import cpus, timing, transfer
     from kernelcup.harness import fingerprint as fp
+    from kernelcup.harness import timing, transfer
     from kernelcup.harness.problem import Problem, ProblemError
     from kernelcup.harness.witness import Witnesses
 
@@ -321,16 +332,14 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
                 if device.type == "cuda":  # the harness's check runs next and may need the memory
                     torch.cuda.empty_cache()
             elif op == "warmup":
+                pinned = _pin_if_asked(message)
                 kept = None
                 gc.collect()
                 fresh_inputs = functools.partial(generate, message)
                 warm = timing.warm_up(timer, kernel, fresh_inputs, float(message["min_s"]), float(message["max_s"]))
-                channel.send({"msg": "warm", **warm.__dict__})
+                channel.send({"msg": "warm", **warm.__dict__, **({"cores": pinned} if pinned is not None else {})})
             elif op == "time":
-                pinned: list[int] | None = None
-                if isinstance(message.get("cpu"), int):  # from the first timed call on (harness/cpus.py)
-                    cpus.pin_this_thread({int(message["cpu"])})
-                    pinned = cpus.this_thread_cores()  # read back: the result says where it timed
+                pinned = _pin_if_asked(message)
                 kept = witness = None
                 data = generate(message)
                 inputs_seen = witnesses.take_each(data)  # before anything of the submission's runs

@@ -209,29 +209,41 @@ class Session:
         self._send({"op": "staging", "handle": buffer.handle_hex, "nbytes": buffer.nbytes})
 
     def warm_up(self, kwargs: dict[str, Any], min_s: float, max_s: float) -> Message:
-        self._send({"op": "warmup", "kwargs": kwargs, "min_s": min_s, "max_s": max_s})
+        order: Message = {"op": "warmup", "kwargs": kwargs, "min_s": min_s, "max_s": max_s}
+        self._pin(order)  # the warm-up sizes the sleep from host times: on the core that times
+        self._send(order)
         message, _ = self._expect("warm")
+        self._read_cores(order, message)
         return message
+
+    def _pin(self, order: Message) -> None:
+        """From the first warm-up or timed call on, the child's calling thread on its timing
+        core (harness/cpus.py); tests, loading and compiling before it keep every other core."""
+        if self._pinned:
+            return
+        self._pinned = True
+        chosen = cpus.timing_cpus() if self.device == "cuda" else None
+        if chosen is not None:
+            cpus.pin_this_thread(chosen[0])  # as at the harness's start, where it began there
+            self._harness_cores = chosen[0]
+            order["cpu"] = chosen[1]
+
+    def _read_cores(self, order: Message, message: Message) -> None:
+        if "cpu" in order:
+            read = message.get("cores")
+            cores = [c for c in read if isinstance(c, int)] if isinstance(read, list) else []
+            self.timing_cores = cpus.describe(cores, self._harness_cores)
 
     def time_call(self, kwargs: dict[str, Any], noop: bool = False) -> Timed:
         order: Message = {"op": "time", "kwargs": kwargs, "noop": noop}
-        if not self._pinned:
-            self._pinned = True
-            chosen = cpus.timing_cpus() if self.device == "cuda" else None
-            if chosen is not None:
-                cpus.pin_this_thread(chosen[0])  # as at the harness's start, where it began there
-                self._harness_cores = chosen[0]
-                order["cpu"] = chosen[1]
+        self._pin(order)
         start = time.perf_counter_ns()
         self._send(order)
         self._expect("calling")
         calling = time.perf_counter_ns()
         message, _ = self._expect("timed")
         end = time.perf_counter_ns()
-        if "cpu" in order:
-            read = message.get("cores")
-            cores = [c for c in read if isinstance(c, int)] if isinstance(read, list) else []
-            self.timing_cores = cpus.describe(cores, self._harness_cores)
+        self._read_cores(order, message)
         window, call = float(end - start), float(end - calling)
         values = [message.get(key) for key in ("event_ns", "wall_ns", "host_ns")]
         if not all(isinstance(v, int | float) and v == v and 0 <= v < 1e15 for v in values):
