@@ -344,7 +344,7 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
                 data = generate(message)
                 inputs_seen = witnesses.take_each(data)  # before anything of the submission's runs
                 noop_call = bool(message.get("noop"))
-                reading = timer.time_call(noop if noop_call else kernel, data, announce_call)
+                reading = timer.time_call(noop if noop_call else kernel, data, announce_call, baseline=noop_call)
                 kept = reading.output
                 # Before anything lets another thread run (the message below): what the output
                 # holds now. A no-op call reads its inputs instead, so both cost the same.
@@ -355,6 +355,7 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
                         "event_ns": reading.event_ns,
                         "wall_ns": reading.wall_ns,
                         "host_ns": reading.host_ns,
+                        "ran_out": reading.ran_out,
                         **({"cores": pinned} if pinned is not None else {}),
                     }
                 )

@@ -35,6 +35,7 @@ class Timed:
     # The harness's clock from the child's "calling" message (sent just before its clock
     # starts) to its reading: the call, its timing and two message hops. 0 when unknown.
     call_ns: float = 0.0
+    ran_out: bool = False  # the harness's sleep was over when the call returned (it waited on the GPU)
 
 
 @dataclass
@@ -249,7 +250,7 @@ class Session:
         if not all(isinstance(v, int | float) and v == v and 0 <= v < 1e15 for v in values):
             raise RunEnded(Status.FAILED, f"the submission's process sent impossible timings {self.activity}")
         event, wall, host = (float(v) for v in values)  # type: ignore[arg-type]
-        return Timed(event, wall, host, window, call)
+        return Timed(event, wall, host, window, call, ran_out=message.get("ran_out") is True)
 
     def ship(self, max_payload: int) -> Shipped:
         self._send({"op": "ship"})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import random
@@ -313,8 +314,14 @@ def test_a_host_bound_case_ranges_at_least_three_percent_either_side_once_combin
     triton = [Timed(43_000.0, 60_000.0, 20_000.0, 70_000.0) for _ in range(9)]
     assert not benchmark.is_host_bound(triton, "cuda")
     assert not benchmark.is_host_bound(launches, "cpu")
+    # Launch-bound calls range ±3%; calls that wait on the GPU inside (the sleep was over when
+    # they returned: a sync, .item()) ±15%, since the host's pace after the wait is timed.
+    assert benchmark.host_spread(launches, "cuda") == benchmark.HOST_BOUND_SPREAD
+    synced = [dataclasses.replace(r, ran_out=True) for r in launches]
+    assert benchmark.host_spread(synced, "cuda") == benchmark.HOST_SYNC_SPREAD
+    assert benchmark.host_spread(one_kernel, "cuda") == 0.0
     first, second = _round([13_000.0, 13_010.0, 13_020.0]), _round([13_005.0, 13_015.0, 13_010.0])
-    first.host_bound = second.host_bound = True
+    first.host_spread = second.host_spread = benchmark.HOST_BOUND_SPREAD
     assert benchmark.rounds_agree([first, second])  # the rounds themselves are judged as timed
     combined = benchmark.combine_rounds([first, second], _NoWork(), {"size": 1}, GpuInfo(), "cuda", "b", 0)  # type: ignore[arg-type]
     result = combined.result
@@ -322,7 +329,7 @@ def test_a_host_bound_case_ranges_at_least_three_percent_either_side_once_combin
     assert result.ci_low_ns <= 0.97 * result.median_ns + 1e-6 and result.ci_high_ns >= 1.03 * result.median_ns - 1e-6
     assert "host-bound" in result.message and "±3%" in result.message
     alone = _round([13_000.0, 13_010.0, 13_020.0])
-    alone.host_bound = True  # benchmark mode: one round
+    alone.host_spread = benchmark.HOST_BOUND_SPREAD  # benchmark mode: one round
     single = benchmark.combine_rounds([alone], _NoWork(), {"size": 1}, GpuInfo(), "cuda", "b", 0)  # type: ignore[arg-type]
     assert single.result.ci_high_ns == pytest.approx(1.03 * 13_010.0)
     plain = _round([13_000.0, 13_010.0, 13_020.0])
