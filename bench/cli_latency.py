@@ -31,6 +31,7 @@ harness start, so its first phase reads 0 and the second holds both) and from ``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -106,7 +107,9 @@ def measure(benches: list[Bench], runs: int, pause_s: float) -> str:
     def fresh_submit(bench: Bench, i: int) -> float:
         home = bench.work / f"submit{i}"
         elapsed, _ = bench.submit(home)
-        breakdowns[bench.label].append(log_breakdown(home / "var" / "kernelcup.log", bench.launched_at, elapsed))
+        breakdown = log_breakdown(home / "var" / "kernelcup.log", bench.launched_at, elapsed)
+        breakdown.update(harness_phases(home / "var" / "kernelcup.db"))
+        breakdowns[bench.label].append(breakdown)
         return elapsed
 
     for bench in benches:
@@ -271,6 +274,28 @@ def log_breakdown(log: Path, launched_at: float, elapsed: float) -> dict[str, fl
         previous = max(previous, at)
     out["rendering the report and ending the process"] = max(0.0, launched_at + elapsed - previous)
     return out
+
+
+def harness_phases(database: Path) -> dict[str, float]:
+    """The harness's own phases of the newest run (its result's ``phases_s``), for the breakdown:
+    what of "the job" went to the submission's process, the tests and the closing. Empty where
+    the database or the field is missing (a kernelcup from before it)."""
+    import sqlite3
+
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as db:
+            row = db.execute("SELECT result_json FROM run ORDER BY id DESC LIMIT 1").fetchone()
+    except sqlite3.Error:
+        return {}
+    phases = json.loads(row[0]).get("phases_s", {}) if row else {}
+    names = {
+        "ready": "… of which the harness until the submission's process was ready (start-up where no standby, "
+        "loading the submission)",
+        "process start-up": "… … of which that process's own start (interpreter, torch, the GPU)",
+        "tests": "… of which the tests",
+        "closing": "… of which closing (processes, sandbox, build caches)",
+    }
+    return {label: float(phases[key]) for key, label in names.items() if isinstance(phases.get(key), int | float)}
 
 
 def timed(command: list[str], env: dict[str, str]) -> float:

@@ -126,7 +126,7 @@ def run_job(spec: JobSpec, emit: Emit, started: float | None = None, prepared: P
             prepared.discard_child()  # the leaderboard's evaluator imports the submission itself
             own_eval.run(spec, workspace, result, emit, deadline)
         elif spec.task.lang == "py":
-            _run_python(spec, workspace, prepared, result, emit, deadline)
+            _run_python(spec, workspace, prepared, result, emit, deadline, started)
         else:
             raise RunEnded(Status.ERROR, f"unknown leaderboard language {spec.task.lang!r}")
     except RunEnded as ended:
@@ -136,11 +136,34 @@ def run_job(spec: JobSpec, emit: Emit, started: float | None = None, prepared: P
         prepared.discard_child()
         workspace.cleanup()
         result.duration_s = time.monotonic() - started
+        if result.phases_s:
+            timed = sum(v for k, v in result.phases_s.items() if k in PHASES)
+            result.phases_s["closing"] = round(max(0.0, result.duration_s - timed), 3)
     return result
 
 
+# A Python job's phases, in order (Result.phases_s); "process start-up" is the submission
+# process's own start (interpreter, torch, the device), measured by it, which a standby did
+# before the job arrived, and "closing" what followed the last phase (ending the processes,
+# the sandbox and the caches).
+PHASES = ("ready", "tests", "benchmarks")
+
+
+def _phase(result: Result, name: str, since: float) -> float:
+    """Record how long phase ``name`` took since ``since``; the time it ended."""
+    now = time.monotonic()
+    result.phases_s[name] = round(now - since, 3)
+    return now
+
+
 def _run_python(
-    spec: JobSpec, workspace: Workspace, prepared: Prepared, result: Result, emit: Emit, deadline: float
+    spec: JobSpec,
+    workspace: Workspace,
+    prepared: Prepared,
+    result: Result,
+    emit: Emit,
+    deadline: float,
+    started: float,
 ) -> None:
     children = Children(spec, workspace, prepared, deadline)
     try:
@@ -152,6 +175,8 @@ def _run_python(
         except ProblemError as exc:
             raise RunEnded(Status.ERROR, str(exc)) from None
         children.wait_ready()
+        last = _phase(result, "ready", started)
+        result.phases_s["process start-up"] = round(session.startup_s, 3)  # its own, maybe before the job
         from kernelcup.harness import sysinfo
 
         nvml = sysinfo.Nvml() if session.device == "cuda" else None
@@ -176,6 +201,7 @@ def _run_python(
             profile.run(spec, workspace, result, emit, deadline, session.device)
             return
         _run_tests(session, problem, seeds, spec, result, emit)
+        last = _phase(result, "tests", last)
         if spec.mode is Mode.TEST:
             result.status = Status.PASSED
             result.verdict = f"all {len(result.tests)} tests passed"
@@ -184,6 +210,7 @@ def _run_python(
             result.system.sm_clock_mhz_before = nvml.sm_clock_mhz()
         with sysinfo.watching(nvml, result.system):
             _run_benchmarks(children, problem, seeds, spec, result, emit, deadline)
+        _phase(result, "benchmarks", last)
         if nvml is not None:
             result.system.sm_clock_mhz_after = nvml.sm_clock_mhz()
     finally:

@@ -17,7 +17,7 @@ import hashlib
 import hmac
 import json
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
@@ -183,6 +183,9 @@ class Result:
     stderr: str = ""
     files: dict[str, str] = field(default_factory=dict)  # full logs, profile reports
     duration_s: float = 0.0
+    # Python jobs: seconds per phase (harness/run.py PHASES: until the submission's process was
+    # ready, tests, benchmarks, closing; and that process's own start-up).
+    phases_s: dict[str, float] = field(default_factory=dict)
     version: int = SPEC_VERSION
 
     @property
@@ -202,10 +205,10 @@ class Result:
         try:
             raw["mode"] = Mode(raw["mode"])
             raw["status"] = Status(raw["status"])
-            raw["tests"] = [CaseResult(**c) for c in raw.get("tests", [])]
-            raw["benchmarks"] = [CaseResult(**c) for c in raw.get("benchmarks", [])]
-            raw["system"] = SystemInfo(**raw.get("system", {}))
-            return cls(**raw)
+            raw["tests"] = [CaseResult(**_known(CaseResult, c)) for c in raw.get("tests", [])]
+            raw["benchmarks"] = [CaseResult(**_known(CaseResult, c)) for c in raw.get("benchmarks", [])]
+            raw["system"] = SystemInfo(**_known(SystemInfo, raw.get("system", {})))
+            return cls(**_known(cls, raw))
         except (KeyError, TypeError, ValueError) as exc:
             raise SpecError(f"malformed result: {exc}") from exc
 
@@ -296,6 +299,16 @@ def _load_versioned(text: str) -> dict[str, Any]:
         raise SpecError("expected a JSON object")
     _check_version(raw)
     return raw
+
+
+def _known(kind: type, raw: Any) -> dict[str, Any]:
+    """``raw``'s entries that ``kind`` has fields for. A result may come from a harness of a later
+    release on another machine (a Modal image, a GitHub workflow) that reports more: what this
+    side does not know it ignores, as long as the version (the meaning of what both know) agrees."""
+    if not isinstance(raw, dict):
+        raise TypeError(f"expected an object, got {type(raw).__name__}")
+    names = {f.name for f in fields(kind)}
+    return {k: v for k, v in raw.items() if k in names}
 
 
 def _check_version(raw: dict[str, Any]) -> None:

@@ -92,6 +92,16 @@ def test_every_process_of_a_ranked_job_times_on_the_one_core_chosen(runs: dict[s
     assert result.system.timing_cores == cpus.describe([chosen[1]], chosen[0])
 
 
+def test_a_job_says_where_its_time_went(runs: dict[str, HarnessRun]) -> None:
+    result = runs["ranked"].outcome()
+    phases = result.phases_s
+    assert set(phases) == {"ready", "process start-up", "tests", "benchmarks", "closing"}
+    assert all(seconds >= 0 for seconds in phases.values())
+    assert phases["benchmarks"] > phases["tests"]  # two rounds, a fresh process, against 3 small tests
+    spent = phases["ready"] + phases["tests"] + phases["benchmarks"] + phases["closing"]
+    assert spent == pytest.approx(result.duration_s, abs=0.01)
+
+
 def test_benchmark_mode_keeps_one_round_in_one_process(runs: dict[str, HarnessRun]) -> None:
     result = runs["benchmark"].outcome()
     assert result.status is Status.PASSED, result.verdict

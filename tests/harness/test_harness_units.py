@@ -252,6 +252,30 @@ def test_results_carry_the_isolation_field_through_json() -> None:
     assert Result.from_json(result.to_json()).system.isolation == "x"
 
 
+def test_a_result_from_a_later_harness_with_more_fields_is_read_for_what_it_shares() -> None:
+    import json
+
+    from kernelcup.harness.spec import CaseResult, SpecError
+
+    result = Result(
+        job_id="j",
+        mode="benchmark",  # type: ignore[arg-type]
+        status="passed",  # type: ignore[arg-type]
+        verdict="ok",
+        benchmarks=[CaseResult(case={"n": 1}, passed=True, median_ns=5.0)],
+        phases_s={"ready": 1.5},
+    )
+    raw = json.loads(result.to_json())
+    raw["added_later"] = 1
+    raw["system"]["added_later"] = "x"
+    raw["benchmarks"][0]["added_later"] = [1]
+    read = Result.from_json(json.dumps(raw))
+    assert read.benchmarks[0].median_ns == 5.0 and read.phases_s == {"ready": 1.5}
+    raw["system"] = "not an object"
+    with pytest.raises(SpecError, match="malformed result"):
+        Result.from_json(json.dumps(raw))
+
+
 class _NoWork:
     """A problem without flops/bytes: no roofline, so rounds combine on their samples alone."""
 
