@@ -4,7 +4,7 @@
 # suites (tests/compat, bench/gpu/gpumode_compat.py) build job specs with the core's code.
 # The CLI's own (typer, rich, APScheduler and theirs) too, for bench/cli_latency.py there.
 # Run here, from the repository root; versions are the dev venv's. Then, on the GPU machine:
-#   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+#   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl   (bytecode too, as a user's install)
 #   export PYTHONPATH=/tmp/site
 set -eu
 cd "$(dirname "$0")/../.."
