@@ -11,8 +11,9 @@ proven yet (harness/NOTES.md, "Timing cores", has the figures).
 A core is reserved per GPU of the machine: the last one for GPU 0, CPU 0 left to interrupts,
 the next one down for each further GPU. The harness keeps off all of them from its start
 (:func:`keep_off_timing_cores`), and so does everything it starts: the submission's processes
-(their loading, compiling, warm-up and threads), a leaderboard's check. From the first timed
-call, the child's calling thread alone moves onto its GPU's core. Machines where that would
+(their loading, compiling and threads), a leaderboard's check. From the first benchmark
+warm-up, the child's calling thread alone moves onto its GPU's core, so the warm-up sizes the
+sleep that hides launches (harness/timing.py) on the core that times. Machines where that would
 leave fewer than ``MIN_LEFT`` cores to the rest are not pinned. ``KERNELCUP_HARNESS_CPUS``:
 ``auto`` (the default), ``off``, or a core number (the one timing core).
 """

@@ -61,7 +61,7 @@ class Session:
         # The event time of a call that launches nothing, measured before the submission was
         # loaded (GPU only; None where the child did not say).
         self.noop_event_ns: float | None = None
-        self._pinned = False  # the timing cores (harness/cpus.py) are chosen at the first timed call
+        self._pinned = False  # the timing cores (harness/cpus.py) are chosen at the first warm-up or timed call
         self.timing_cores = ""  # where the child's timed calls ran, as the child read it back
         self._harness_cores: set[int] = set()
 
