@@ -16,7 +16,7 @@ port, each rank on its own card). It runs:
 - a rank that dies (``os._exit``): a crash verdict naming it, within seconds.
 
 Results go under ``$OUT`` (default ``./gpu-out``): ``multi_gpu_report.md`` (also printed) and
-every harness result in ``multi_gpu_runs.jsonl``. Written in a session without a 2-GPU machine:
+every harness result in ``multi_gpu_runs.jsonl``; a line per run goes to stderr as it ends. Written in a session without a 2-GPU machine:
 it has run on the CPU (``--device cpu``, gloo) only.
 """
 
@@ -87,6 +87,9 @@ class Report:
                                     "result": result.to_dict() if result else None,
                                     "stderr": outcome.stderr[-4000:]}) + "\n")
         self.runs.flush()
+        # As it goes, so a run cut short by a time limit still shows how far it got and why.
+        verdict = f"{result.status.value}: {result.verdict[:200]}" if result else f"no result: {outcome.stderr[-300:]}"
+        print(f"{name} ({spec.mode.value}, {seconds:.1f} s): {verdict}", file=sys.stderr, flush=True)
         return result, seconds
 
     def table(self, title: str, header: list[str], rows: list[list[Any]]) -> None:
