@@ -16,8 +16,9 @@ port, each rank on its own card). It runs:
 - a rank that dies (``os._exit``): a crash verdict naming it, within seconds.
 
 Results go under ``$OUT`` (default ``./gpu-out``): ``multi_gpu_report.md`` (also printed) and
-every harness result in ``multi_gpu_runs.jsonl``; a line per run goes to stderr as it ends. Written in a session without a 2-GPU machine:
-it has run on the CPU (``--device cpu``, gloo) only.
+every harness result in ``multi_gpu_runs.jsonl``; a line per run goes to stderr as it ends.
+Written in a session without a 2-GPU machine: it has run to its end on the CPU (``--device cpu``,
+gloo) only; one start on two H100s was cut short at 150 s before its report.
 """
 
 from __future__ import annotations
