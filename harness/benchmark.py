@@ -123,7 +123,7 @@ class CaseTiming:
     times: list[float] = dataclasses.field(default_factory=list)  # per-call ns, as judged
     note: str = ""
     process: int = 1  # which of the job's submission processes timed it (harness/children.py)
-    host_spread: float = 0.0  # its calls ran at the host's speed: the least range either side (host_spread)
+    host_spread: float = 0.0  # host-bound: the least range either side of its median (0: not host-bound)
 
 
 def rounds_agree(rounds: list[CaseTiming]) -> bool:
@@ -149,8 +149,8 @@ def combine_rounds(
     The pooled interval alone would only say how well the samples pin down their median; rounds
     run in separate processes, and a process can be a few percent fast or slow for its whole
     life, so the interval is widened to cover every kept round's median too, and for host-bound
-    calls to ``HOST_BOUND_SPREAD`` either side (a job's rounds do not show how far the next job
-    may land)."""
+    calls to their spread either side (``host_spread``: a job's rounds do not show how far the
+    next job may land)."""
     if len(rounds) == 1:
         if rounds[0].host_spread:
             widen_host_bound(rounds[0].result, rounds[0].host_spread)

@@ -27,17 +27,18 @@ MIN_CORES = 4  # below this the scheduler's own choice is left alone (CI's 2-cor
 MIN_LEFT = 2  # cores left to everything else after the timing cores, CPU 0 aside
 
 
-def _process_cores() -> frozenset[int]:
+def this_thread_cores() -> list[int]:
+    """The cores the calling thread may run on now (empty where the system cannot say)."""
     try:
-        return frozenset(os.sched_getaffinity(0))
+        return sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return frozenset()
+        return []
 
 
 # The cores this process may use, read once when it starts: the harness then keeps its thread off
 # the timing cores, and every later process of the job (a fresh one per ranked round) must be
 # given the same core, not one chosen from what that left.
-PROCESS_CORES = _process_cores()
+PROCESS_CORES = frozenset(this_thread_cores())
 
 
 def timing_cpus() -> tuple[set[int], int] | None:
@@ -95,14 +96,6 @@ def gpu_slot() -> int:
     different GPUs of one machine time on different cores; 0 when unknown."""
     first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
     return int(first) if first.isdigit() else 0
-
-
-def this_thread_cores() -> list[int]:
-    """The cores the calling thread may run on now (empty where the system cannot say)."""
-    try:
-        return sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return []
 
 
 def describe(child: list[int], harness: set[int]) -> str:

@@ -224,8 +224,7 @@ class Session:
             return
         self._pinned = True
         chosen = cpus.timing_cpus() if self.device == "cuda" else None
-        if chosen is not None:
-            cpus.pin_this_thread(chosen[0])  # as at the harness's start, where it began there
+        if chosen is not None:  # the harness's own thread kept off the timing cores from its start
             self._harness_cores = chosen[0]
             order["cpu"] = chosen[1]
 

@@ -192,9 +192,13 @@ class CudaTimer:
             # Again, now that the warm-up has ramped the clocks up: the first calibration may
             # have run on an idle GPU (345 MHz on the H100 against 1980 under load).
             self._sleep.calibrate(self._measure)
+        self.sleep_ns = self._sleep_covering(_p90(host_ns))
+
+    def _sleep_covering(self, host_ns: float) -> float:
+        """A sleep that covers ``host_ns`` of launches and the recent calls' queries and joins."""
         joins = _p90(self._join_ns[-JOIN_WINDOW:])
-        launches = min(MAX_SLEEP_NS - joins, max(MIN_SLEEP_NS, 1.5 * _p90(host_ns) + MIN_SLEEP_NS))
-        self.sleep_ns = float(max(launches, MIN_SLEEP_NS) + joins)
+        launches = min(MAX_SLEEP_NS - joins, max(MIN_SLEEP_NS, 1.5 * host_ns + MIN_SLEEP_NS))
+        return float(max(launches, MIN_SLEEP_NS) + joins)
 
     def flush_l2(self) -> None:
         """Evict L2 by reading twice its size, then wait: the state every timed call starts in."""
@@ -239,11 +243,11 @@ class CudaTimer:
             del self._join_ns[:-JOIN_WINDOW]
         if not baseline:
             self._ran_out.append(ran_out)
-        if ran_out and not baseline:
-            # From the next call on, a sleep that covers this one's host time. Without it a
-            # launch-bound call whose host ran slower than in its warm-up was timed at the
-            # host's speed for the whole job (50 launches: 80 µs in one job, 13 µs in the next).
-            self.sleep_ns = max(self.sleep_ns, min(MAX_SLEEP_NS, 1.5 * (t2 - t1) + MIN_SLEEP_NS + _p90(self._join_ns)))
+            if ran_out and self.sleep_ns < MAX_SLEEP_NS:
+                # From the next call on, a sleep that covers this one's host time. Without it a
+                # launch-bound call whose host ran slower than in its warm-up was timed at the
+                # host's speed for the whole job (50 launches: 80 µs in one job, 13 µs in the next).
+                self.sleep_ns = max(self.sleep_ns, self._sleep_covering(t2 - t1))
         event_ns = self._elapsed_ms(self._start, self._end) * 1e6
         for joined in busy:
             event_ns = max(event_ns, self._elapsed_ms(self._start, joined) * 1e6)
@@ -384,14 +388,8 @@ class SideStreams:
         self._record: Callable[[Any, Any], None] = event_type.record
         self._query = _driver_query()
         self._handles = [ctypes.c_void_p(stream.cuda_stream) for stream in self._streams]
-        new_stream = torch.cuda.Stream
-
-        def probe(priority: int) -> int:
-            stream: Any = new_stream(device=device_index, priority=priority)  # type: ignore[no-untyped-call]
-            return int(stream.cuda_stream)
-
         listed = [(priority, [int(s.cuda_stream) for s in streams], made) for priority, streams, made in pools]
-        self.tracker = PoolTracker(listed, probe)
+        self.tracker = PoolTracker(listed, lambda priority: int(_pool_stream(device_index, priority).cuda_stream))
 
     def __len__(self) -> int:
         return len(self._streams)
@@ -475,6 +473,12 @@ def _driver_query() -> Callable[[ctypes.c_void_p], int] | None:
     return result
 
 
+def _pool_stream(device_index: int, priority: int) -> torch.cuda.Stream:
+    """The next stream torch's pool of ``priority`` hands out (round-robin)."""
+    stream: torch.cuda.Stream = torch.cuda.Stream(device=device_index, priority=priority)  # type: ignore[no-untyped-call]
+    return stream
+
+
 def _pool_streams(device_index: int) -> list[tuple[int, list[torch.cuda.Stream], int]]:
     """Every stream of torch's pools on this device (each priority's pool, round-robin): per
     priority, its streams in the order handed out, and how many were handed out to list them.
@@ -487,7 +491,7 @@ def _pool_streams(device_index: int) -> list[tuple[int, list[torch.cuda.Stream],
         found: dict[int, torch.cuda.Stream] = {}
         misses = made = 0
         while misses < POOL_PROBE_MISSES:
-            stream = torch.cuda.Stream(device=device_index, priority=priority)  # type: ignore[no-untyped-call]
+            stream = _pool_stream(device_index, priority)
             made += 1
             if stream.cuda_stream in found or stream.cuda_stream in seen:
                 misses += 1
