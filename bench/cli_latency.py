@@ -305,8 +305,12 @@ def harness_phases(database: Path) -> dict[str, float]:
         "ready": "… of which the harness until the submission's process was ready (start-up where no standby, "
         "loading the submission)",
         "process start-up": "… … of which that process's own start (interpreter, torch, the GPU)",
+        "submission load": "… … of which that process importing the problem and the submission",
         "tests": "… of which the tests",
+        "first test": "… … of which the first test (first-call compiles)",
         "closing": "… of which closing (processes, sandbox, build caches)",
+        "ending the processes": "… … of which ending the submission's process",
+        "sandbox and build caches": "… … of which the sandbox and copying the build caches back",
     }
     return {label: float(phases[key]) for key, label in names.items() if isinstance(phases.get(key), int | float)}
 

@@ -71,7 +71,21 @@ def _prepare() -> Prepared | None:
         import kernelcup.harness.session  # noqa: F401  (torch, in parallel with the child's import)
     except Exception:
         return None
+    _start_cuda()
     return prepared
+
+
+def _start_cuda() -> None:
+    """Create the harness's own CUDA context (it makes the inputs and checks the outputs on the
+    GPU) while the child starts, rather than at the first test; nothing where there is no GPU."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.init()  # type: ignore[no-untyped-call]
+            torch.empty(1, device="cuda")
+    except Exception:
+        pass  # the job meets the same failure where it first needs the GPU, and reports it there
 
 
 def main(stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:

@@ -214,6 +214,7 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
     order, _ = channel.recv(max_payload=0)
     if order.get("op") != "load":
         return 0
+    load_began = time.monotonic()
     workdir = Path(str(order["workdir"]))
     submission_file = str(order["submission"])
     os.environ.update({str(k): str(v) for k, v in dict(order.get("env") or {}).items()})
@@ -247,7 +248,8 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
     info = {**_device_info(device), "isolation": isolation}
     if getattr(timer, "side_streams_timed", True) is False:
         info["timing_note"] = "side streams untimed (no GPU-wide sleep: NVRTC unavailable)"
-    channel.send({"msg": "ready", "device": str(device), "info": info})
+    load_s = round(time.monotonic() - load_began, 3)  # the problem, the group, the submission's import
+    channel.send({"msg": "ready", "device": str(device), "info": info, "load_s": load_s})
 
     staging: Any = None
     ipc_failed = group is not None  # ranks ship their outputs as bytes, to the harness's rank processes

@@ -133,8 +133,13 @@ def run_job(spec: JobSpec, emit: Emit, started: float | None = None, prepared: P
         result.status = ended.status
         result.verdict = ended.verdict
     finally:
+        ending = time.monotonic()
         prepared.discard_child()
+        tidied = time.monotonic()
         workspace.cleanup()
+        if result.phases_s:
+            result.phases_s["ending the processes"] = round(tidied - ending, 3)
+            result.phases_s["sandbox and build caches"] = round(time.monotonic() - tidied, 3)
         result.duration_s = time.monotonic() - started
         if result.phases_s:
             timed = sum(v for k, v in result.phases_s.items() if k in PHASES)
@@ -142,10 +147,12 @@ def run_job(spec: JobSpec, emit: Emit, started: float | None = None, prepared: P
     return result
 
 
-# A Python job's phases, in order (Result.phases_s); "process start-up" is the submission
-# process's own start (interpreter, torch, the device), measured by it, which a standby did
-# before the job arrived, and "closing" what followed the last phase (ending the processes,
-# the sandbox and the caches).
+# A Python job's phases, in order (Result.phases_s); "closing" is what followed the last phase.
+# Parts of them, also in phases_s: "process start-up" (the submission process's own start:
+# interpreter, torch, the device, as it measured it; a standby did it before the job arrived)
+# and "submission load" (its import of the problem and the submission) within "ready"; "first
+# test" (where first-call compiles land) within "tests"; "ending the processes" and "sandbox and
+# build caches" within "closing".
 PHASES = ("ready", "tests", "benchmarks")
 
 
@@ -177,6 +184,7 @@ def _run_python(
         children.wait_ready()
         last = _phase(result, "ready", started)
         result.phases_s["process start-up"] = round(session.startup_s, 3)  # its own, maybe before the job
+        result.phases_s["submission load"] = round(session.load_s, 3)
         from kernelcup.harness import sysinfo
 
         nvml = sysinfo.Nvml() if session.device == "cuda" else None
@@ -196,11 +204,11 @@ def _run_python(
         if spec.mode is Mode.PROFILE:
             from kernelcup.harness import profile
 
-            _run_tests(session, problem, seeds, spec, result, emit)
+            _run_tests(session, problem, seeds, spec, result, emit, last)
             session.exit()
             profile.run(spec, workspace, result, emit, deadline, session.device)
             return
-        _run_tests(session, problem, seeds, spec, result, emit)
+        _run_tests(session, problem, seeds, spec, result, emit, last)
         last = _phase(result, "tests", last)
         if spec.mode is Mode.TEST:
             result.status = Status.PASSED
@@ -217,7 +225,9 @@ def _run_python(
         children.close(result)
 
 
-def _run_tests(session: Session, problem: Any, seeds: SeedPlan, spec: JobSpec, result: Result, emit: Emit) -> None:
+def _run_tests(
+    session: Session, problem: Any, seeds: SeedPlan, spec: JobSpec, result: Result, emit: Emit, began: float
+) -> None:
     from kernelcup.harness import fingerprint as fp
 
     cases = spec.task.tests
@@ -237,6 +247,8 @@ def _run_tests(session: Session, problem: Any, seeds: SeedPlan, spec: JobSpec, r
         del data, shipped  # before the next case's: two cases' inputs need not fit at once
         release_gpu_cache(session.device)
         emit(Progress("testing", index + 1, total))
+        if index == 0:
+            _phase(result, "first test", began)
         if not ok and not first_failure:
             first_failure = f"{label} failed: {message}"
     if first_failure:

@@ -58,6 +58,7 @@ class Session:
         self._ipc_broken = False
         self.info: dict[str, Any] = {}
         self.startup_s = 0.0  # the child's own start-up (torch, device, timer), as it measured it
+        self.load_s = 0.0  # the child's load order to ready (the problem, the submission's import)
         # The event time of a call that launches nothing, measured before the submission was
         # loaded (GPU only; None where the child did not say).
         self.noop_event_ns: float | None = None
@@ -155,6 +156,9 @@ class Session:
         self.device = "cuda" if str(message.get("device", "")).startswith("cuda") else "cpu"
         info = message.get("info")
         self.info = info if isinstance(info, dict) else {}
+        load = message.get("load_s")
+        if isinstance(load, int | float) and 0 <= load < 1e5:
+            self.load_s = float(load)
 
     def start_run(self, kwargs: dict[str, Any]) -> None:
         """Order a checked call; collect its output with :meth:`collect`."""
