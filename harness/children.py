@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from kernelcup.harness.process import Child, child_environment, spawn
+from kernelcup.harness.process import PROFILE_ENV, Child, child_environment, spawn
 from kernelcup.harness.reporting import attach_process_outputs
 from kernelcup.harness.spec import JobSpec, Result, Status
 from kernelcup.harness.verdict import RunEnded
@@ -49,9 +49,11 @@ def fresh_fits(left_s: float, startup_s: float, needed_after_s: float = 0.0) -> 
 def start_python_child(workspace: Workspace, device: str) -> Child:
     """Start the submission's process in ``workspace`` for ``device``; it waits for ``load``."""
     sandboxed = workspace.sandbox is not None
+    profiled = ["-m", "cProfile", "-s", "cumulative"] if os.environ.get(PROFILE_ENV) == "1" else []
     command = [
         sys.executable,
         "-P",
+        *profiled,
         "-m",
         "kernelcup.harness.child",
         "{fd}",

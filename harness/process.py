@@ -46,6 +46,9 @@ USER_ENV = "KERNELCUP_HARNESS_USER"  # "" or "none" keeps the harness's uid
 USERNS_ENV = "KERNELCUP_HARNESS_USERNS"
 DUMPABLE_OFF_ENV = "KERNELCUP_HARNESS_NONDUMPABLE"
 WATCHDOG_ENV = "KERNELCUP_HARNESS_WATCHDOG_S"  # debugging: dump every thread's stack after N s
+# Debugging: "1" runs the submission's process under cProfile; its profile (cumulative order)
+# ends that process's stdout, so it comes back in the result's stdout.
+PROFILE_ENV = "KERNELCUP_HARNESS_PROFILE"
 # "" (default): the sandbox, refusing jobs where it cannot be had; "own-uid": the sandbox as an
 # ordinary user gets it (the job keeps the harness's uid outside its namespace; for tests);
 # "off": no sandbox, for a machine that only ever runs its owner's code.
@@ -471,6 +474,9 @@ class Child:
 
     def finish(self) -> None:
         """Kill the child, its session and any orphan that came back to us; drain its output."""
+        if os.environ.get(PROFILE_ENV) == "1":  # a profiled child writes its profile as it exits
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.popen.wait(timeout=15)
         _kill_session(self.popen)
         kill_adopted_children()
         with contextlib.suppress(subprocess.TimeoutExpired):
