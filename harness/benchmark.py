@@ -369,10 +369,12 @@ def _times(
     # noise. Per call, the wall clock's own jitter would be added too (a launch-bound call of
     # 13 µs read 41 µs on the H100, and 13 µs in the next job, when each call took the larger
     # of its two clocks), so the excess added is the median one.
-    gaps = [r.wall_ns - r.event_ns for r in readings]
-    excess = _beyond_noise(
-        [b.wall_ns - b.event_ns for b in baseline], gaps, HIDDEN_MIN_NS, HIDDEN_FRACTION, _median(events)
-    )
+    # Each gap is held to the GPU's span of its own sleep and call, not to the event time: the
+    # sleep grows within a case where calls outlast it, and no-op calls taken before it grew would
+    # make every later call look like it left work behind (an honest 567 µs conv2d case read
+    # 970 µs on an H100, "work continued for ~403 µs", after one call's host was held up).
+    gaps = [r.gap_ns for r in readings]
+    excess = _beyond_noise([b.gap_ns for b in baseline], gaps, HIDDEN_MIN_NS, HIDDEN_FRACTION, _median(events))
     note = ""
     raw = events
     if excess:

@@ -358,6 +358,7 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
                         "wall_ns": reading.wall_ns,
                         "host_ns": reading.host_ns,
                         "ran_out": reading.ran_out,
+                        "gap_ns": reading.gap_ns,
                         **({"cores": pinned} if pinned is not None else {}),
                     }
                 )

@@ -36,6 +36,7 @@ class Timed:
     # starts) to its reading: the call, its timing and two message hops. 0 when unknown.
     call_ns: float = 0.0
     ran_out: bool = False  # the harness's sleep was over when the call returned (it waited on the GPU)
+    gap_ns: float = 0.0  # the child's wall clock less the GPU's span of the sleep and the call (timing.Reading)
 
 
 @dataclass
@@ -253,7 +254,10 @@ class Session:
         if not all(isinstance(v, int | float) and v == v and 0 <= v < 1e15 for v in values):
             raise RunEnded(Status.FAILED, f"the submission's process sent impossible timings {self.activity}")
         event, wall, host = (float(v) for v in values)  # type: ignore[arg-type]
-        return Timed(event, wall, host, window, call, ran_out=message.get("ran_out") is True)
+        gap = message.get("gap_ns", wall - event)
+        if not isinstance(gap, int | float) or not abs(gap) < 1e15:
+            raise RunEnded(Status.FAILED, f"the submission's process sent impossible timings {self.activity}")
+        return Timed(event, wall, host, window, call, ran_out=message.get("ran_out") is True, gap_ns=float(gap))
 
     def ship(self, max_payload: int) -> Shipped:
         self._send({"op": "ship"})

@@ -85,6 +85,10 @@ class Reading:
     wall_ns: float  # host time from before the sleep to after the device synchronize
     host_ns: float  # host time spent inside custom_kernel
     ran_out: bool = False  # GPU: the sleep was over when the call returned (it waited on the GPU)
+    # GPU: host time from before the sleep to after the synchronize that the GPU's own span over
+    # the same stretch (the sleep and the call) does not explain: launch and wake-up latency, and
+    # work the events missed. Independent of the sleep's length, which changes within a case.
+    gap_ns: float = 0.0
 
 
 class CpuTimer:
@@ -128,6 +132,7 @@ class CudaTimer:
         self._record: Callable[[Any, Any], None] = event_type.record
         self._elapsed_ms: Callable[[Any, Any], float] = event_type.elapsed_time
         self._event_done: Callable[[Any], bool] = event_type.query
+        self._before = event_type(enable_timing=True)  # before the sleep: the span the wall clock is held to
         self._start = event_type(enable_timing=True)
         self._end = event_type(enable_timing=True)
         stream_id, device, device_type = c._cuda_getDefaultStream(device_index)
@@ -219,6 +224,7 @@ class CudaTimer:
         if baseline and 2 * sum(self._ran_out) > len(self._ran_out):
             function = self._waiting(function)
         t0 = self._now()
+        self._record(self._before, self._stream)
         self._sleep.run(self.sleep_ns)
         self._record(self._start, self._stream)
         t1 = self._now()
@@ -244,14 +250,19 @@ class CudaTimer:
         if not baseline:
             self._ran_out.append(ran_out)
             if ran_out and self.sleep_ns < MAX_SLEEP_NS:
-                # From the next call on, a sleep that covers this one's host time. Without it a
-                # launch-bound call whose host ran slower than in its warm-up was timed at the
-                # host's speed for the whole job (50 launches: 80 µs in one job, 13 µs in the next).
-                self.sleep_ns = max(self.sleep_ns, self._sleep_covering(t2 - t1))
+                # From the next call on, a sleep that covers this one's host time, and at least
+                # twice the one it outlasted: without it a launch-bound call whose host ran slower
+                # than in its warm-up was timed at the host's speed for the whole job (50
+                # launches: 80 µs in one job, 13 µs in the next), and a sleep sized to the host
+                # time alone may still fall short where the GPU's sleep ends early (a 2.8 µs add
+                # read 26 µs for a whole case on an H100).
+                self.sleep_ns = min(MAX_SLEEP_NS, max(2 * self.sleep_ns, self._sleep_covering(t2 - t1)))
         event_ns = self._elapsed_ms(self._start, self._end) * 1e6
+        span_ns = self._elapsed_ms(self._before, self._end) * 1e6
         for joined in busy:
             event_ns = max(event_ns, self._elapsed_ms(self._start, joined) * 1e6)
-        return Reading(output, event_ns, float(t3 - t0), float(t2 - t1), ran_out)
+            span_ns = max(span_ns, self._elapsed_ms(self._before, joined) * 1e6)
+        return Reading(output, event_ns, float(t3 - t0), float(t2 - t1), ran_out, float(t3 - t0) - span_ns)
 
     def time_aligned(self, function: Callable[[Any], Any], data: Any, align: Callable[[], None]) -> Reading:
         """A multi-GPU rank's call (``harness/rank_child.py``): L2 flushed, then ``align`` (the
@@ -275,7 +286,7 @@ class CudaTimer:
         event_ns = self._elapsed_ms(self._start, self._end) * 1e6
         for joined in busy:
             event_ns = max(event_ns, self._elapsed_ms(self._start, joined) * 1e6)
-        return Reading(output, event_ns, float(t3 - t0), float(t2 - t1))
+        return Reading(output, event_ns, float(t3 - t0), float(t2 - t1), gap_ns=float(t3 - t0) - event_ns)
 
 
 def _p90(values: list[float]) -> float:

@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -35,6 +36,11 @@ def main() -> int:
     parser.add_argument("--top", type=int, default=45)
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument(
+        "--who-imports",
+        default="torch._dynamo,triton",
+        help="comma-separated modules: the harness's stack where each is first imported (stderr)",
+    )
     args = parser.parse_args()
     task = read_task_folder(args.folder, reach=args.folder.resolve().parent)
     env = {**os.environ, "KERNELCUP_HARNESS_PROFILE": "1"}
@@ -51,8 +57,11 @@ def main() -> int:
             default_timeout_s=180.0,
         )
         began = time.monotonic()
+        watched = [name for name in args.who_imports.split(",") if name]
+        script = Path(tempfile.mkdtemp()) / "watched_harness.py"
+        script.write_text(WATCH.format(watched=watched, repo=str(REPO)))
         done = subprocess.run(
-            [sys.executable, "-m", "cProfile", "-s", "cumulative", "-m", "kernelcup.harness"],
+            [sys.executable, "-m", "cProfile", "-s", "cumulative", str(script)],
             input=spec.to_json(),
             capture_output=True,
             text=True,
@@ -77,14 +86,37 @@ def main() -> int:
             continue
         print(f"{result.status.value}: {result.verdict}; duration {result.duration_s:.2f} s")
         print("phases:", json.dumps(result.phases_s))
+        print("### where the harness first imported", ", ".join(watched))
+        print(
+            done.stderr[done.stderr.find("=== first import") :][:6000]
+            if "=== first import" in done.stderr
+            else "(none)"
+        )
         print("### the harness's profile")
-        at = next((i for i, line in enumerate(lines) if "function calls" in line), None)
+        at = next((i for i, line in enumerate(lines) if "function calls" in line and not line.startswith("{")), None)
         print(top_rows(lines, at, args.top))
         print("### the submission's process's profile")
         child = result.stdout.splitlines()
         at = next((i for i, line in enumerate(child) if "function calls" in line), None)
         print(top_rows(child, at, args.top) if at is not None else "(none)\n" + result.stdout[-1500:])
     return 0
+
+
+# The harness as ``python -m kernelcup.harness`` runs it, with an audit hook that prints the stack
+# where each watched module is first imported.
+WATCH = """
+import runpy, sys, traceback
+sys.path.insert(0, {repo!r})
+watched = set({watched!r})
+def hook(event, args):
+    if event == "import" and args[0] in watched:
+        watched.discard(args[0])
+        print("=== first import of", args[0], file=sys.stderr)
+        frames = [f for f in traceback.extract_stack()[:-1] if not f.filename.startswith("<")]
+        print("".join(traceback.format_list(frames)), file=sys.stderr, flush=True)
+sys.addaudithook(hook)
+runpy.run_module("kernelcup.harness", run_name="__main__", alter_sys=True)
+"""
 
 
 def top_rows(lines: list[str], at: int | None, top: int) -> str:

@@ -366,16 +366,25 @@ def test_work_the_events_missed_is_added_by_its_median_and_jitter_is_not() -> No
     from kernelcup.harness import benchmark
     from kernelcup.harness.session import Timed
 
-    baseline = [Timed(1_300.0, 40_000.0 + 50 * i, 500.0, 60_000.0) for i in range(-10, 11)]
+    def timed(event: float, gap: float, sleep: float = 30_000.0) -> Timed:
+        # The child's wall clock: the sleep, the call's span on the GPU, and the gap beyond both.
+        return Timed(event, sleep + event + gap, 30_000.0, sleep + event + gap + 20_000.0, gap_ns=gap)
+
+    baseline = [timed(1_300.0, 8_700.0 + 50 * i) for i in range(-10, 11)]
     # A thread finishes 20 µs of work after each 10 µs call: the wall clock sees it.
-    hidden = [Timed(11_300.0, 70_000.0 + 50 * (i % 5), 30_000.0, 90_000.0) for i in range(40)]
+    hidden = [timed(11_300.0, 28_700.0 + 50 * (i % 5)) for i in range(40)]
     times, note, _ = benchmark._times(hidden, baseline, "cuda")
     assert "work continued for ~20.1 µs" in note and benchmark._median(times) == 30_100.0
     # A launch-bound call whose wall clock swings by ±30 µs, call to call, around the no-op
     # calls' gap plus 3.5 µs: jitter, not work (it used to switch the case to the wall clock).
-    swings = [Timed(14_300.0, 53_000.0 + (30_000.0 if i % 2 else -29_000.0), 30_000.0, 90_000.0) for i in range(40)]
+    swings = [timed(14_300.0, 12_200.0 + (30_000.0 if i % 2 else -29_000.0)) for i in range(40)]
     times, note, _ = benchmark._times(swings, baseline, "cuda")
     assert note == "" and set(times) == {13_000.0}
+    # The sleep grew within the case (a call outlasted it) after the no-op calls before the case
+    # were taken: each call's wall clock is 400 µs longer, its gap beyond the GPU's span is not.
+    grown = [timed(566_000.0, 8_800.0, sleep=430_000.0) for _ in range(40)]
+    times, note, _ = benchmark._times(grown, baseline, "cuda")
+    assert note == "" and set(times) == {564_700.0}
 
 
 def test_the_timing_core_is_the_last_per_gpu_and_never_on_a_small_machine(monkeypatch: pytest.MonkeyPatch) -> None:
