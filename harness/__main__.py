@@ -18,7 +18,7 @@ from types import FrameType
 from typing import TextIO
 
 from kernelcup.harness import cpus
-from kernelcup.harness.process import WATCHDOG_ENV, harden_harness_process
+from kernelcup.harness.process import WATCHDOG_ENV, harden_harness_process, keep_bytecode
 from kernelcup.harness.run import Prepared
 from kernelcup.harness.spec import (
     JobSpec,
@@ -90,6 +90,7 @@ def _start_cuda() -> None:
 
 def main(stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
     harden_harness_process()
+    keep_bytecode()  # before torch is imported
     cpus.keep_off_timing_cores()  # before any thread or process is started (harness/cpus.py)
     _arm_watchdog()
     signal.signal(signal.SIGTERM, _on_sigterm)

@@ -49,6 +49,8 @@ WATCHDOG_ENV = "KERNELCUP_HARNESS_WATCHDOG_S"  # debugging: dump every thread's 
 # Debugging: "1" runs the submission's process under cProfile; its profile (cumulative order)
 # ends that process's stdout, so it comes back in the result's stdout.
 PROFILE_ENV = "KERNELCUP_HARNESS_PROFILE"
+CACHE_ENV = "KERNELCUP_CACHE_DIR"  # the build caches (harness/workspace.py) and the bytecode cache below
+BYTECODE_ENV = "KERNELCUP_HARNESS_BYTECODE"  # "off": no bytecode cache
 # "" (default): the sandbox, refusing jobs where it cannot be had; "own-uid": the sandbox as an
 # ordinary user gets it (the job keeps the harness's uid outside its namespace; for tests);
 # "off": no sandbox, for a machine that only ever runs its owner's code.
@@ -60,6 +62,36 @@ FILE_SIZE_ENV = "KERNELCUP_SANDBOX_FILE_MB"
 TASKS_ENV = "KERNELCUP_SANDBOX_TASKS"
 SANDBOX_SCRIPT = Path(__file__).resolve().parent / "sandbox.py"
 INSIDE_ID = 1000  # the job's uid and gid inside its user namespace
+
+def cache_root() -> Path:
+    configured = os.environ.get(CACHE_ENV)
+    return Path(configured) if configured else Path.home() / ".cache" / "kernelcup"
+
+
+def keep_bytecode() -> None:
+    """Where the interpreter writes no bytecode (``PYTHONDONTWRITEBYTECODE``, as on GPU images
+    whose packages were installed without it), keep the harness's in the cache folder instead.
+
+    Without it every process of every job compiles torch's modules from source: one `test` job
+    of a GPU MODE problem on an H100 spent 5.5 s in 1,856 compiles. The harness (trusted code:
+    itself and the leaderboard's) writes it; the submission's process only reads it
+    (:func:`bytecode_cache`), so no submission can plant code that another process runs.
+    """
+    if not sys.flags.dont_write_bytecode or sys.pycache_prefix or os.environ.get(BYTECODE_ENV) == "off":
+        return
+    folder = cache_root() / "bytecode"
+    try:
+        folder.mkdir(mode=0o755, parents=True, exist_ok=True)
+    except OSError:
+        return
+    sys.pycache_prefix = str(folder)
+    sys.dont_write_bytecode = False
+
+
+def bytecode_cache() -> Path | None:
+    """The bytecode the harness keeps (:func:`keep_bytecode`), for the submission's process to read."""
+    return Path(sys.pycache_prefix) if sys.pycache_prefix and not sys.dont_write_bytecode else None
+
 
 _INHERITED_ENV = (
     "PATH",
@@ -240,6 +272,9 @@ def _readonly_folders() -> tuple[str, ...]:
     wanted += [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
     wanted += [str(Path(sys.executable).resolve().parent.parent)]
     wanted += [*site.getsitepackages(), site.getusersitepackages()]
+    kept = bytecode_cache()
+    if kept is not None:
+        wanted.append(str(kept))
     for module in ("torch", "triton", "numpy"):
         with contextlib.suppress(ImportError, ValueError):
             spec = importlib.util.find_spec(module)
@@ -428,6 +463,9 @@ def child_environment(home: Path, extra: dict[str, str]) -> dict[str, str]:
         PYTHONDONTWRITEBYTECODE="1",
         PYTHONHASHSEED="0",
     )
+    kept = bytecode_cache()
+    if kept is not None:  # read, never written: PYTHONDONTWRITEBYTECODE stays
+        env["PYTHONPYCACHEPREFIX"] = str(kept)
     env.update(extra)
     return env
 

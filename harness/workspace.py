@@ -22,10 +22,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from kernelcup.harness.process import Identity, Sandbox
+from kernelcup.harness.process import CACHE_ENV as CACHE_ENV
+from kernelcup.harness.process import Identity, Sandbox, cache_root
 from kernelcup.harness.spec import JobSpec
 
-CACHE_ENV = "KERNELCUP_CACHE_DIR"
 CACHE_COPY_LIMIT = 2 << 30  # bytes of one submission's build cache copied back after a job
 SANDBOX_CACHE = "/kernelcup-cache"  # where a sandboxed job sees its build caches
 # torch's FileBaton: a build killed by a time limit leaves it behind, and every later load of that
@@ -35,11 +35,6 @@ _NOT_CARRIED = frozenset({"lock"})
 
 class WorkspaceError(Exception):
     """The spec's files cannot be laid out (a bad file name): a harness ERROR."""
-
-
-def cache_root() -> Path:
-    configured = os.environ.get(CACHE_ENV)
-    return Path(configured) if configured else Path.home() / ".cache" / "kernelcup"
 
 
 def cache_dir(kind: str, key: str) -> Path:
