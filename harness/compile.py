@@ -15,9 +15,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelcup.harness.process import child_environment
+from kernelcup.harness.process import cache_root, child_environment
 from kernelcup.harness.spec import JobSpec
-from kernelcup.harness.workspace import Workspace, cache_root
+from kernelcup.harness.workspace import Workspace
 
 BINARY = "kernelcup_eval"
 MAX_LOG = 64 * 1024

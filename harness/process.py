@@ -63,6 +63,7 @@ TASKS_ENV = "KERNELCUP_SANDBOX_TASKS"
 SANDBOX_SCRIPT = Path(__file__).resolve().parent / "sandbox.py"
 INSIDE_ID = 1000  # the job's uid and gid inside its user namespace
 
+
 def cache_root() -> Path:
     configured = os.environ.get(CACHE_ENV)
     return Path(configured) if configured else Path.home() / ".cache" / "kernelcup"
@@ -272,9 +273,9 @@ def _readonly_folders() -> tuple[str, ...]:
     wanted += [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
     wanted += [str(Path(sys.executable).resolve().parent.parent)]
     wanted += [*site.getsitepackages(), site.getusersitepackages()]
-    kept = bytecode_cache()
-    if kept is not None:
-        wanted.append(str(kept))
+    bytecode = bytecode_cache()
+    if bytecode is not None:
+        wanted.append(str(bytecode))
     for module in ("torch", "triton", "numpy"):
         with contextlib.suppress(ImportError, ValueError):
             spec = importlib.util.find_spec(module)
