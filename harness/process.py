@@ -70,15 +70,15 @@ def cache_root() -> Path:
 
 
 def keep_bytecode() -> None:
-    """Where the interpreter writes no bytecode (``PYTHONDONTWRITEBYTECODE``, as on GPU images
-    whose packages were installed without it), keep the harness's in the cache folder instead.
+    """Where torch's install has no bytecode (``PYTHONDONTWRITEBYTECODE``, as on GPU images whose
+    packages were installed without it), keep the harness's in the cache folder instead.
 
     Without it every process of every job compiles torch's modules from source: one `test` job
     of a GPU MODE problem on an H100 spent 5.5 s in 1,856 compiles. The harness (trusted code:
     itself and the leaderboard's) writes it; the submission's process only reads it
     (:func:`bytecode_cache`), so no submission can plant code that another process runs.
     """
-    if not sys.flags.dont_write_bytecode or sys.pycache_prefix or os.environ.get(BYTECODE_ENV) == "off":
+    if sys.pycache_prefix or os.environ.get(BYTECODE_ENV) == "off" or not _lacks_bytecode():
         return
     folder = cache_root() / "bytecode"
     try:
@@ -87,6 +87,21 @@ def keep_bytecode() -> None:
         return
     sys.pycache_prefix = str(folder)
     sys.dont_write_bytecode = False
+
+
+def _lacks_bytecode() -> bool:
+    """Whether torch's modules would be compiled from source in every process: the interpreter
+    writes no bytecode, or torch's install holds none (a read-only install without it, or a
+    runner's environment without the variable that kept it from being written)."""
+    if sys.flags.dont_write_bytecode:
+        return True
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return False
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return False
+    return not os.path.exists(importlib.util.cache_from_source(spec.origin))
 
 
 def bytecode_cache() -> Path | None:
