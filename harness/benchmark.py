@@ -51,7 +51,7 @@ import random
 import time
 from dataclasses import dataclass
 
-from kernelcup.harness import checking, stats, witness
+from kernelcup.harness import checking, stats, transfer, witness
 from kernelcup.harness.problem import Problem, WorkSource
 from kernelcup.harness.seeds import SeedPlan
 from kernelcup.harness.session import Session, Timed
@@ -302,11 +302,11 @@ def l2_of(session: Session) -> int:
 
 
 def _recheck(session: Session, problem: Problem, kwargs: Case, label: str, index: int, max_payload: int) -> None:
-    shipped = session.ship(max_payload)
+    data = problem.generate(kwargs, session.device)  # first: its size sets how much output is taken
+    shipped = session.ship(transfer.payload_limit(max_payload, data))
     where = f"{label} (timed call {index + 1}, {describe_case(kwargs)})"
     if shipped.error:
         raise RunEnded(Status.FAILED, f"{where} returned a bad output: {shipped.error}")
-    data = problem.generate(kwargs, session.device)
     _check_inputs(shipped.inputs, problem, kwargs, data, session.device, where)
     try:
         ok, message = checking.check_output(problem, data, shipped.output)

@@ -123,18 +123,6 @@ def _poison_cuda_cache(nbytes: int) -> None:
     del held
 
 
-def _nbytes(data: Any) -> int:
-    import torch
-
-    if isinstance(data, torch.Tensor):
-        return data.numel() * data.element_size()
-    if isinstance(data, tuple | list):
-        return sum(_nbytes(item) for item in data)
-    if isinstance(data, dict):
-        return sum(_nbytes(item) for item in data.values())
-    return 0
-
-
 def _format_exception(exc: BaseException) -> str:
     text = "".join(traceback.format_exception(exc))
     return text[-MAX_TRACEBACK:]
@@ -321,7 +309,7 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
             if op == "run":
                 kept = None
                 data = generate(message)
-                last_input_bytes = _nbytes(data)
+                last_input_bytes = transfer.nbytes_of(data)
                 data_print = fp.fingerprint(data)
                 if device.type == "cuda":  # after the fingerprint: its temporaries are freed too
                     _poison_cuda_cache(3 * last_input_bytes)

@@ -144,7 +144,29 @@ def host_bytes(tensor: torch.Tensor) -> bytes:
         flat = flat.cpu()
     if flat.numel() == 0:
         return b""
-    return ctypes.string_at(flat.data_ptr(), flat.numel() * flat.element_size())
+    # Not ctypes.string_at: its size is a C int, so a tensor of 4 GiB came back empty (and one
+    # past 2 GiB as a C string), which the harness read as "payload too short".
+    return bytes((ctypes.c_char * (flat.numel() * flat.element_size())).from_address(flat.data_ptr()))
+
+
+MAX_PAYLOAD = 16 << 30  # bytes of output over the host, whatever the case's size
+
+
+def payload_limit(floor: int, inputs: Any) -> int:
+    """The most output bytes the harness takes over the host for a case: ``floor``, or twice its
+    inputs where that is more (the Cholesky factor of a 32768² matrix is 4 GiB, as its input)."""
+    return min(MAX_PAYLOAD, max(floor, 2 * nbytes_of(inputs)))
+
+
+def nbytes_of(data: Any) -> int:
+    """Bytes of the tensors in ``data`` (tensors, tuples, lists and dicts of them)."""
+    if isinstance(data, torch.Tensor):
+        return data.numel() * data.element_size()
+    if isinstance(data, tuple | list):
+        return sum(nbytes_of(item) for item in data)
+    if isinstance(data, dict):
+        return sum(nbytes_of(item) for item in data.values())
+    return 0
 
 
 def staging_bytes_needed(tensors: list[torch.Tensor]) -> int:
