@@ -50,7 +50,7 @@ WATCHDOG_ENV = "KERNELCUP_HARNESS_WATCHDOG_S"  # debugging: dump every thread's 
 # ends that process's stdout, so it comes back in the result's stdout.
 PROFILE_ENV = "KERNELCUP_HARNESS_PROFILE"
 CACHE_ENV = "KERNELCUP_CACHE_DIR"  # the build caches (harness/workspace.py) and the bytecode cache below
-BYTECODE_ENV = "KERNELCUP_HARNESS_BYTECODE"  # "off": no bytecode cache
+BYTECODE_ENV = "KERNELCUP_HARNESS_BYTECODE"  # "off", "on", or "auto": where torch has no bytecode
 # "" (default): the sandbox, refusing jobs where it cannot be had; "own-uid": the sandbox as an
 # ordinary user gets it (the job keeps the harness's uid outside its namespace; for tests);
 # "off": no sandbox, for a machine that only ever runs its owner's code.
@@ -78,7 +78,8 @@ def keep_bytecode() -> None:
     itself and the leaderboard's) writes it; the submission's process only reads it
     (:func:`bytecode_cache`), so no submission can plant code that another process runs.
     """
-    if sys.pycache_prefix or os.environ.get(BYTECODE_ENV) == "off" or not _lacks_bytecode():
+    wanted = os.environ.get(BYTECODE_ENV, "auto")
+    if sys.pycache_prefix or wanted == "off" or (wanted != "on" and not _lacks_bytecode()):
         return
     folder = cache_root() / "bytecode"
     try:
@@ -90,11 +91,9 @@ def keep_bytecode() -> None:
 
 
 def _lacks_bytecode() -> bool:
-    """Whether torch's modules would be compiled from source in every process: the interpreter
-    writes no bytecode, or torch's install holds none (a read-only install without it, or a
-    runner's environment without the variable that kept it from being written)."""
-    if sys.flags.dont_write_bytecode:
-        return True
+    """Whether torch's modules would be compiled from source in every process: its install holds
+    no bytecode (installed without it, and either read-only or run where the interpreter writes
+    none). Where it has bytecode, that is read as it is: a cache of our own would start empty."""
     try:
         spec = importlib.util.find_spec("torch")
     except (ImportError, ValueError):

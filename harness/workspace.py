@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from kernelcup.harness.process import CACHE_ENV as CACHE_ENV
-from kernelcup.harness.process import Identity, Sandbox, cache_root
+from kernelcup.harness.process import Identity, Sandbox, bytecode_cache, cache_root
 from kernelcup.harness.spec import JobSpec
 
 CACHE_COPY_LIMIT = 2 << 30  # bytes of one submission's build cache copied back after a job
@@ -178,6 +178,9 @@ class Workspace:
                 for left in path.glob(f"*/{name}"):
                     left.unlink(missing_ok=True)
         shutil.rmtree(self.base, ignore_errors=True)
+        kept = bytecode_cache()
+        if kept is not None:  # the bytecode of this job's own files (the leaderboard's): never reused
+            shutil.rmtree(kept / str(self.base).lstrip("/"), ignore_errors=True)
 
 
 def _copy_tree(source: Path, target: Path, limit: int) -> int:

@@ -23,7 +23,7 @@ CHEATS = (
     "side_stream_every_other",
     "side_stream_record_stream",
 )
-HONEST = ("add_once", "two_streams_joined")
+HONEST = ("add_once", "two_streams_joined", "host_hiccup")
 
 
 @pytest.fixture(scope="module")
@@ -63,3 +63,17 @@ def test_an_honest_submission_that_joins_two_streams_is_timed_like_one_stream(ru
     )
     # At memory-bound sizes the synchronization is lost in the work: timed as one stream.
     assert 0.8 <= joined[-1] / honest[-1] <= 1.25, f"largest case: {pairs[-1]}"
+
+
+def test_a_host_that_slows_part_way_adds_no_hidden_work(runs: dict[str, HarnessRun]) -> None:
+    """The sleep grows within a case at the first stall; the gap of each call is held to its own
+    sleep, so nothing is added, and the median stays the add's."""
+    result = runs["host_hiccup"].outcome()
+    assert result.status is Status.PASSED, result.verdict
+    assert not any("work continued" in case.message for case in result.benchmarks), [
+        case.message for case in result.benchmarks
+    ]
+    honest = _medians(runs["add_once"])
+    hiccup = _medians(runs["host_hiccup"])
+    pairs = list(zip(hiccup, honest, strict=True))
+    assert all(h <= 1.5 * o + 2_000.0 for h, o in pairs), f"host_hiccup vs add_once per case (ns): {pairs}"
