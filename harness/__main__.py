@@ -97,7 +97,8 @@ def _start_cuda() -> bool:
 # Imported by many leaderboards' checks, not by torch itself: GPU MODE's references call
 # torch.use_deterministic_algorithms, which imports torch._inductor (with torch._dynamo and
 # sympy), 1-5 s that landed in a job's first test on an H100. A standby harness imports them
-# before its job; a harness started with its job, beside the submission's process starting.
+# before its job; a harness started with its job, beside the submission's process starting,
+# and the job waits for them before its own imports (harness/run.py).
 WARM_IMPORTS = ("torch._inductor.config",)
 
 

@@ -92,6 +92,11 @@ def run_job(spec: JobSpec, emit: Emit, started: float | None = None, prepared: P
     result = Result(job_id=spec.job_id, mode=spec.mode, status=Status.ERROR, verdict="")
     deadline = started + spec.timeout_s - reserve_s(spec.timeout_s)
     prepared = prepared or prepare(spec.device)
+    if prepared.warming is not None:
+        # Before any of the job's own imports (the leaderboard's reference may import the same
+        # modules in another order, which two threads can turn into a half-imported module) and
+        # before any timed call (the harness's clock checks them).
+        prepared.warming.join()
     result.system.isolation = prepared.identity.description
     workspace = prepared.workspace
     if prepared.identity.refused:
@@ -218,8 +223,6 @@ def _run_python(
             return
         if nvml is not None:
             result.system.sm_clock_mhz_before = nvml.sm_clock_mhz()
-        if prepared.warming is not None:
-            prepared.warming.join()  # no import beside the timed calls: the harness's clock checks them
         with sysinfo.watching(nvml, result.system):
             _run_benchmarks(children, problem, seeds, spec, result, emit, deadline)
         _phase(result, "benchmarks", last)
