@@ -9,9 +9,11 @@ are checked (ranked mode samples them at random from the harness's own generator
 
 Cross-checks, from readings the child cannot fake coherently:
 
-- hidden work: ``wall - event`` of a real call exceeds the no-op baseline, so work outlived the
-  call on another stream or thread. Where that excess stands out of the noise, its median is
-  added to every call (counted, not just flagged).
+- hidden work: a real call's gap (its wall clock less the GPU's span of its own sleep and call)
+  exceeds the no-op baseline's, so work outlived the call on another stream or thread. Where
+  that excess stands out of the noise, its median is added to every call (counted, not just
+  flagged). A timer reached through the call stack can defeat this one (harness/NOTES.md,
+  Known gaps).
 - the harness's clock around the call: the child announces each call just before its clock
   starts and reports just after it stops; the harness's own clock between those two messages,
   minus the child's wall time, is message overhead that a no-op call pays too. If real calls
