@@ -144,13 +144,13 @@ def run_job(spec: JobSpec, emit: Emit, started: float | None = None, prepared: P
         prepared.discard_child()
         tidied = time.monotonic()
         workspace.cleanup()
-        if result.phases_s:
-            result.phases_s["ending the processes"] = round(tidied - ending, 3)
-            result.phases_s["sandbox and build caches"] = round(time.monotonic() - tidied, 3)
-        result.duration_s = time.monotonic() - started
-        if result.phases_s:
+        now = time.monotonic()
+        result.duration_s = now - started
+        if result.phases_s:  # a Python job's (the other kinds record none)
             timed = sum(v for k, v in result.phases_s.items() if k in PHASES)
             result.phases_s["closing"] = round(max(0.0, result.duration_s - timed), 3)
+            result.phases_s["ending the processes"] = round(tidied - ending, 3)
+            result.phases_s["sandbox and build caches"] = round(now - tidied, 3)
     return result
 
 

@@ -30,7 +30,7 @@ import structlog
 
 from kernelcup.core.config import Settings
 from kernelcup.core.pipeline.runner import ProgressCallback, RunContext, RunnerError
-from kernelcup.harness.process import HARNESS_DIR, IMPORT_ROOT, harness_sandboxed
+from kernelcup.harness.process import HARNESS_DIR, IMPORT_ROOT, cache_root, harness_sandboxed
 from kernelcup.harness.spec import JobSpec, Progress, Result, ResultReader, SpecError
 from kernelcup.runners.cards import CardPool
 
@@ -118,7 +118,7 @@ class LocalRunner:
     ) -> None:
         self._command = list(harness_command or [sys.executable, "-m", "kernelcup.harness"])
         self._sandbox_harness = harness_command is None
-        self._cache = Path(os.environ.get("KERNELCUP_CACHE_DIR") or Path.home() / ".cache" / "kernelcup")
+        self._cache = cache_root()
         self._settings = settings
         # This machine's GPU and cards, asked of nvidia-smi when first needed (a one-shot start
         # spawns its harness first): the cards jobs take (runners/cards.py; none on the CPU, where
