@@ -9,7 +9,10 @@ are. Pinned, every job of a GPU times on the same core. Whether that removes suc
 proven yet (harness/NOTES.md, "Timing cores", has the figures).
 
 A core is reserved per GPU of the machine: the last one for GPU 0, CPU 0 left to interrupts,
-the next one down for each further GPU. The harness keeps off all of them from its start
+the next one down for each further GPU. Where the processor runs two threads per physical core
+(SMT), a timing core's sibling shares its pipelines and caches: the reservation then takes whole
+physical cores, times on one thread of each and leaves its siblings idle, and the next GPU's core
+is the next physical core down. The harness keeps off all of them from its start
 (:func:`keep_off_timing_cores`), and so does everything it starts: the submission's processes
 (their loading, compiling and threads), a leaderboard's check. From the first benchmark
 warm-up, the child's calling thread alone moves onto its GPU's core, so the warm-up sizes the
@@ -47,7 +50,35 @@ def timing_cpus() -> tuple[set[int], int] | None:
     reserved = reserved_cores()
     if not reserved:
         return None
-    return set(PROCESS_CORES) - set(reserved), reserved[gpu_slot() % len(reserved)]
+    return set(PROCESS_CORES) - held_cores(reserved), reserved[gpu_slot() % len(reserved)]
+
+
+def held_cores(reserved: list[int]) -> set[int]:
+    """The timing cores and their SMT siblings: what every other thread keeps off."""
+    return ({sibling for core in reserved for sibling in siblings(core)} & set(PROCESS_CORES)) | set(reserved)
+
+
+def siblings(core: int) -> set[int]:
+    """The logical CPUs of ``core``'s physical core, itself included (Linux sysfs; {core} where
+    the system cannot say)."""
+    path = f"/sys/devices/system/cpu/cpu{core}/topology/thread_siblings_list"
+    try:
+        with open(path, encoding="ascii") as listing:
+            text = listing.read().strip()
+    except OSError:
+        return {core}
+    return (parse_cpu_list(text) or set()) | {core}
+
+
+def parse_cpu_list(text: str) -> set[int] | None:
+    """A kernel CPU list such as ``"3,35"`` or ``"0-1"``; None where it is not one."""
+    found: set[int] = set()
+    for part in text.strip().split(","):
+        low, dash, high = (piece.strip() for piece in part.partition("-"))
+        if not low.isdigit() or (dash and not high.isdigit()):
+            return None
+        found.update(range(int(low), int(high or low) + 1))
+    return found
 
 
 def reserved_cores() -> list[int]:
@@ -64,11 +95,21 @@ def reserved_cores() -> list[int]:
     if not usable or choice in ("", "off", "none"):
         return []
     if choice == "auto":
-        spare = usable[1:]  # CPU 0 takes most interrupts
         count = max(machine_gpus(), gpu_slot() + 1)
-        if len(usable) < MIN_CORES or len(spare) - count < MIN_LEFT:
+        if len(usable) < MIN_CORES:
             return []
-        return [spare[-1 - slot] for slot in range(count)]
+        taken = set(siblings(usable[0]))  # CPU 0 takes most interrupts: its physical core is left alone
+        chosen: list[int] = []
+        for core in reversed(usable):  # one whole physical core per GPU, from the last one down
+            if len(chosen) == count:
+                break
+            if core not in taken:
+                chosen.append(core)
+                taken |= siblings(core)
+        held = held_cores(chosen)
+        if len(chosen) < count or len(set(usable) - held) - 1 < MIN_LEFT:
+            return []
+        return chosen
     if choice.isdigit() and int(choice) in usable and len(usable) > 1:
         return [int(choice)]
     return []
@@ -88,7 +129,7 @@ def keep_off_timing_cores() -> None:
     keeps off every timing core. A timed thread is then moved onto its own (:func:`pin_this_thread`)."""
     reserved = reserved_cores()
     if reserved:
-        pin_this_thread(set(PROCESS_CORES) - set(reserved))
+        pin_this_thread(set(PROCESS_CORES) - held_cores(reserved))
 
 
 def gpu_slot() -> int:
@@ -99,9 +140,12 @@ def gpu_slot() -> int:
 
 
 def describe(child: list[int], harness: set[int]) -> str:
-    """One line for the result: where the timed calls ran."""
+    """One line for the result: where the timed calls ran, and which of that core's SMT siblings
+    were left idle."""
     where = ",".join(str(c) for c in child) if child else "unknown"
-    return f"timed calls on CPU {where}, every other thread of the job on {len(harness)} other cores"
+    idle = sorted({s for c in child for s in siblings(c)} - set(child) - harness)
+    quiet = f" (its sibling CPU {','.join(map(str, idle))} left idle)" if idle else ""
+    return f"timed calls on CPU {where}{quiet}, every other thread of the job on {len(harness)} other cores"
 
 
 def pin_this_thread(cores: set[int]) -> bool:

@@ -17,8 +17,17 @@ used, so every call sees its buffers somewhere else. ``PROBE_CASES=histogram`` a
 ``PROBE_PLACEMENTS=fixed`` narrow the run. ``PROBE_SLEEP=thread`` times with torch's one-thread
 sleep instead of the GPU-wide one (is a mode the wide sleep's doing?). ``PROBE_PIN=rotate`` pins
 process *i* to CPU *i* (modulo the CPUs it may use) and ``PROBE_PIN=same`` every process to the
-last one: does a per-process mode follow the CPU a process runs on? Each row names the CPU each
-process ended on.
+last one: does a per-process mode follow the CPU a process runs on? ``PROBE_PIN=timing`` pins
+to the harness's own timing core (harness/cpus.py, with its SMT siblings kept idle). Each row
+names the CPU each process ended on.
+
+The ``sync`` cases (``PROBE_CASES=item_normalize,pylist_weights,bincount_sync``, the repeat set's
+boards that wait on the GPU inside the call) ask how a host that waits and wakes moves a case
+from process to process. ``PROBE_SCHED=spin|yield|blocking`` sets the CUDA context's wait mode
+(the driver's ``cuDevicePrimaryCtxSetFlags``) before torch makes the context; ``auto`` (unset)
+is the driver's own choice. ``PROBE_IDLE_US=N`` blocks N µs between calls, as the submission's
+process does between the harness's orders. ``PROBE_SLEEP_US=N`` holds the launch-hiding sleep
+at N µs (the harness's cap, which a call that waits on the GPU inside always reaches, is 1,000).
 """
 
 from __future__ import annotations
@@ -44,12 +53,18 @@ CASES: list[tuple[str, str, dict[str, Any]]] = [
     ("prefixsum", "triton.py", {"size": 16777216, "seed": 54352}),
     ("identity", "triton.py", {"size": 16777216, "seed": 54352}),
     ("identity", "triton.py", {"size": 67108864, "seed": 93246}),
+    ("item_normalize", "pytorch.py", {"size": 4096, "seed": 11}),
+    ("pylist_weights", "pytorch.py", {"size": 512, "seed": 12}),
+    ("bincount_sync", "pytorch.py", {"size": 10000, "seed": 11}),
 ]
+SCHED_FLAGS = {"auto": 0, "spin": 1, "yield": 2, "blocking": 4}  # CU_CTX_SCHED_*
 CALLS = 400
 
 
 def load(board: str, solution: str) -> tuple[Any, Any]:
     folder = REPO / "leaderboards" / board
+    if not folder.is_dir():
+        folder = REPO / "bench" / "gpu" / "repeat" / board
     os.chdir(folder)
     sys.path[:0] = [str(folder), str(folder.parent), str(REPO)]
     import reference  # type: ignore[import-not-found]
@@ -80,6 +95,34 @@ def pin(process: int) -> None:
         os.sched_setaffinity(0, {allowed[process % len(allowed)]})
     elif mode == "same":
         os.sched_setaffinity(0, {allowed[-1]})
+    elif mode == "timing":
+        from kernelcup.harness import cpus
+
+        chosen = cpus.timing_cpus()
+        if chosen is not None:
+            os.sched_setaffinity(0, {chosen[1]})
+
+
+def set_sched() -> None:
+    """The primary context's wait mode, before torch creates it (driver API through ctypes)."""
+    name = os.environ.get("PROBE_SCHED", "auto")
+    if name == "auto":
+        return
+    import ctypes
+
+    cuda = ctypes.CDLL("libcuda.so.1")
+    device = ctypes.c_int()
+    assert cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(device), 0) == 0
+    code = cuda.cuDevicePrimaryCtxSetFlags(device, SCHED_FLAGS[name])
+    assert code == 0, f"cuDevicePrimaryCtxSetFlags: {code}"
+
+
+def cpu_mhz(cpu: int) -> float:
+    """The kernel's idea of ``cpu``'s clock now (0 where it has none)."""
+    try:
+        return int(Path(f"/sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_cur_freq").read_text()) / 1000
+    except (OSError, ValueError):
+        return 0.0
 
 
 def current_cpu() -> int:
@@ -89,9 +132,13 @@ def current_cpu() -> int:
 
 def one_process(index: int, placement: str, process: int = 0) -> int:
     pin(process)
+    set_sched()
+    idle_s = float(os.environ.get("PROBE_IDLE_US", "0")) / 1e6
     from kernelcup.harness import timing
     from kernelcup.harness.timing import CudaTimer, warm_up
 
+    if os.environ.get("PROBE_SLEEP_US"):
+        timing.MAX_SLEEP_NS = int(float(os.environ["PROBE_SLEEP_US"]) * 1000)
     if os.environ.get("PROBE_SLEEP") == "thread":
         timing._WideSleep.build = staticmethod(lambda device_index: None)  # type: ignore[method-assign]
     board, solution, case = CASES[index]
@@ -104,6 +151,9 @@ def one_process(index: int, placement: str, process: int = 0) -> int:
     for call in range(CALLS):
         spacer = spacers(rng) if placement == "varied" else None
         data = reference.generate_input(**{**case, "seed": case["seed"] + call}, device="cuda")
+        if idle_s:
+            timer.synchronize()
+            time.sleep(idle_s)
         reading = timer.time_call(kernel, data)
         times.append(reading.event_ns)
         hosts.append(reading.host_ns)
@@ -113,12 +163,15 @@ def one_process(index: int, placement: str, process: int = 0) -> int:
         json.dumps(
             {
                 "median": statistics.median(times),
+                "p10": statistics.quantiles(times, n=10)[0],
+                "p90": statistics.quantiles(times, n=10)[-1],
                 "first_half": statistics.median(times[:half]),
                 "second_half": statistics.median(times[half:]),
                 "sleep_us": timer.sleep_ns / 1000,
                 "host_us": statistics.median(hosts) / 1000,
                 "host_over_sleep": sum(h > timer.sleep_ns for h in hosts) / len(hosts),
                 "cpu": current_cpu(),
+                "mhz": cpu_mhz(current_cpu()),
             }
         )
     )
@@ -133,6 +186,7 @@ def spread(procs: int) -> int:
             continue
         for placement in placements:
             medians = []
+            tails = []
             halves = []
             hosts = []
             cpus = []
@@ -148,14 +202,19 @@ def spread(procs: int) -> int:
                     return 1
                 row = json.loads(out.stdout.strip().splitlines()[-1])
                 medians.append(row["median"] / 1000)
+                tails.append(f"{row['p10'] / 1000:.1f}-{row['p90'] / 1000:.1f}")
                 halves.append(abs(row["first_half"] - row["second_half"]) / row["median"] * 100)
                 hosts.append(f"{row['host_us']:.0f}/{row['sleep_us']:.0f}/{row['host_over_sleep']:.2f}")
-                cpus.append(str(row["cpu"]))
+                cpus.append(f"{row['cpu']}@{row['mhz']:.0f}")
             lo, hi = min(medians), max(medians)
             print(
-                f"{board} {json.dumps(case)} {placement}: medians µs "
+                f"{board} {json.dumps(case)} {placement} sched={os.environ.get('PROBE_SCHED', 'auto')} "
+                f"idle={os.environ.get('PROBE_IDLE_US', '0')} sleep={os.environ.get('PROBE_SLEEP_US', 'auto')}: "
+                "medians µs "
                 + ", ".join(f"{m:.2f}" for m in medians)
-                + f" | spread {100 * (hi - lo) / lo:.2f}% | in-process halves max {max(halves):.2f}%"
+                + f" | spread {100 * (hi - lo) / lo:.2f}% | p10-p90 µs "
+                + ", ".join(tails)
+                + f" | in-process halves max {max(halves):.2f}%"
                 + " | host µs/sleep µs/share over: "
                 + ", ".join(hosts)
                 + " | cpu: "

@@ -393,6 +393,7 @@ def test_the_timing_core_is_the_last_per_gpu_and_never_on_a_small_machine(monkey
 
     monkeypatch.setattr(cpus, "PROCESS_CORES", frozenset(range(16)))
     monkeypatch.setattr(cpus, "machine_gpus", lambda: 1)
+    monkeypatch.setattr(cpus, "siblings", lambda core: {core})  # one thread per physical core
     monkeypatch.delenv(cpus.ENV, raising=False)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert cpus.timing_cpus() == (set(range(15)), 15)  # every other thread keeps every other core
@@ -410,11 +411,41 @@ def test_the_timing_core_is_the_last_per_gpu_and_never_on_a_small_machine(monkey
     assert cpus.timing_cpus() is None
 
 
+def test_a_timing_core_takes_its_whole_physical_core_where_the_processor_runs_two_threads_on_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kernelcup.harness import cpus
+
+    assert cpus.parse_cpu_list("3,35") == {3, 35} and cpus.parse_cpu_list("14-15") == {14, 15}
+    assert cpus.parse_cpu_list("7") == {7} and cpus.parse_cpu_list("x") is None and cpus.parse_cpu_list("1-") is None
+    monkeypatch.setattr(cpus, "PROCESS_CORES", frozenset(range(16)))
+    monkeypatch.setattr(cpus, "machine_gpus", lambda: 2)
+    monkeypatch.delenv(cpus.ENV, raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    # Siblings numbered apart (CPU n and n + 8 share a physical core): GPU 0 times on 15 with 7
+    # idle, GPU 1 on 14 with 6 idle, and every other thread keeps off all four.
+    monkeypatch.setattr(cpus, "siblings", lambda core: {core % 8, core % 8 + 8})
+    assert cpus.reserved_cores() == [15, 14]
+    assert cpus.timing_cpus() == (set(range(16)) - {6, 7, 14, 15}, 15)
+    assert cpus.describe([15], set(range(16)) - {6, 7, 14, 15}) == (
+        "timed calls on CPU 15 (its sibling CPU 7 left idle), every other thread of the job on 12 other cores"
+    )
+    # Siblings side by side (2k and 2k + 1): the next GPU's core is the next physical core down.
+    monkeypatch.setattr(cpus, "siblings", lambda core: {core - core % 2, core - core % 2 + 1})
+    assert cpus.reserved_cores() == [15, 13]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert cpus.timing_cpus() == (set(range(12)), 13)
+    # Too few cores left once whole physical cores are held: not pinned.
+    monkeypatch.setattr(cpus, "PROCESS_CORES", frozenset(range(6)))
+    assert cpus.reserved_cores() == [] and cpus.timing_cpus() is None
+
+
 def test_every_job_keeps_off_every_gpus_timing_core(monkeypatch: pytest.MonkeyPatch) -> None:
     from kernelcup.harness import cpus
 
     monkeypatch.setattr(cpus, "PROCESS_CORES", frozenset(range(32)))
     monkeypatch.setattr(cpus, "machine_gpus", lambda: 8)
+    monkeypatch.setattr(cpus, "siblings", lambda core: {core})
     monkeypatch.delenv(cpus.ENV, raising=False)
     assert cpus.reserved_cores() == list(range(31, 23, -1))  # one per GPU, from the last core down
     for slot in range(8):
@@ -444,6 +475,7 @@ def test_a_later_process_of_the_job_gets_the_same_core_after_the_harness_pinned_
 
     monkeypatch.setattr(cpus, "PROCESS_CORES", frozenset(range(16)))
     monkeypatch.setattr(cpus, "machine_gpus", lambda: 1)
+    monkeypatch.setattr(cpus, "siblings", lambda core: {core})  # one thread per physical core
     monkeypatch.delenv(cpus.ENV, raising=False)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     first = cpus.timing_cpus()
@@ -730,6 +762,64 @@ def test_warm_up_stops_after_two_calls_that_outlast_its_limit_and_batches_fast_o
     assert slow.calls == 2, slow
     fast = timing.warm_up(timer, lambda data: None, lambda: None, 0.0, 0.5)
     assert fast.calls >= 3 + 5 * 3, fast  # batches until three agree (or the limit)
+
+
+class _SettlingTimer:
+    """A GPU timer's sleep-facing surface, for a call that waits on the GPU inside (30 µs of
+    work, 8 µs more where the host waited over 200 µs first) or, with ``launch_ns``, one whose
+    host launches that long before a 13 µs kernel chain, hidden only by a sleep that covers it."""
+
+    def __init__(self, launch_ns: float = 0.0, ran_out: bool = True) -> None:
+        self.sleep_ns, self.hold_sleep, self.launch_ns, self.ran_out = 1_000_000.0, False, launch_ns, ran_out
+        self.slept: list[float] = []
+
+    def mostly_ran_out(self) -> bool:
+        return self.ran_out
+
+    def shortest_sleep(self) -> float:
+        return 25_000.0
+
+    def time_call(self, function: Any, data: Any) -> Any:
+        from kernelcup.harness import timing
+
+        self.slept.append(self.sleep_ns)
+        if self.launch_ns:
+            event = 13_000.0 + max(0.0, self.launch_ns - self.sleep_ns)
+        else:
+            event = 30_000.0 + (8_000.0 if self.sleep_ns > 200_000 else 0.0)
+        return timing.Reading(None, event, 0.0, 0.0, ran_out=self.ran_out)
+
+
+def test_a_call_that_waits_on_the_gpu_inside_keeps_the_shortest_sleep_that_leaves_it_no_slower() -> None:
+    from kernelcup.harness import timing
+
+    waiting = _SettlingTimer()
+    calls = timing.settle_sleep(waiting, lambda data: None, None)  # type: ignore[arg-type]
+    # 1 ms, then halved down to the sleep that covers no launches: each as fast or faster.
+    assert waiting.sleep_ns == 25_000.0 and waiting.hold_sleep
+    assert sorted(set(waiting.slept), reverse=True) == [
+        1_000_000.0,
+        500_000.0,
+        250_000.0,
+        125_000.0,
+        62_500.0,
+        31_250.0,
+        25_000.0,
+    ]
+    assert calls == len(waiting.slept) == 7 * timing.SETTLE_CALLS
+    # A host that launches for 150 µs: halving past it makes calls slower, so the sleep stops at
+    # the last length that still covers the launches and is held there.
+    launching = _SettlingTimer(launch_ns=150_000.0)
+    timing.settle_sleep(launching, lambda data: None, None)  # type: ignore[arg-type]
+    assert launching.sleep_ns == 250_000.0 and launching.hold_sleep
+    # At 700 µs of launches not even the first halving holds: the warm-up's sleep stays, free to grow.
+    slower = _SettlingTimer(launch_ns=700_000.0)
+    timing.settle_sleep(slower, lambda data: None, None)  # type: ignore[arg-type]
+    assert slower.sleep_ns == 1_000_000.0 and not slower.hold_sleep
+    # Calls that mostly returned before their sleep ended are left alone.
+    covered = _SettlingTimer(ran_out=False)
+    assert timing.settle_sleep(covered, lambda data: None, None) == 0  # type: ignore[arg-type]
+    assert covered.slept == [] and covered.sleep_ns == 1_000_000.0
 
 
 def test_input_samples_travel_as_plain_data_and_tolerate_last_bit_noise() -> None:
