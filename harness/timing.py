@@ -70,7 +70,8 @@ MIN_SLEEP_NS = 20_000
 MAX_SLEEP_NS = 1_000_000
 FLUSH_MIN_BYTES = 64 << 20
 RAN_OUT_WINDOW = 20  # the baseline's no-op calls wait on the GPU where most of the last this many calls did
-SETTLE_CALLS = 11  # calls per sleep length tried when the warm-up shortens a waiting call's sleep
+SETTLE_CALLS = 15  # calls per sleep length tried when the warm-up shortens a waiting call's sleep
+SETTLE_WAITED = 0.75  # a call waited on the GPU inside where its host time is this much of the sleep
 SETTLE_MARGIN = 0.03  # a shorter sleep is kept while its calls are at most this much slower (and:)
 SETTLE_SLACK_NS = 200.0
 SETTLE_MAX_CALL_NS = 2_000_000  # calls longer than this keep the warm-up's sleep (a wake-up is noise there)
@@ -622,7 +623,7 @@ def warm_up(
 
 def settle_sleep(timer: CudaTimer, function: Callable[[Any], Any], data: Any) -> int:
     """For calls that wait on the GPU inside (``.item()``, a sync, a tensor from a Python list):
-    the shortest sleep that leaves them no slower, held for the case. Returns the calls made.
+    a short sleep, held for the case, that leaves them no slower. Returns the calls made.
 
     Such a call outlasts any sleep (it waits for the sleep to end), so the warm-up grows its
     sleep to the cap, 1 ms, and the host then waits that long inside each call. What it does
@@ -630,29 +631,42 @@ def settle_sleep(timer: CudaTimer, function: Callable[[Any], Any], data: Any) ->
     ``.item()`` per call read 37-41 µs per process (one 71 µs) with a 1 ms sleep and 29.6-31.7 µs
     with 30 µs; a tensor from a list 35-38 (and 40-108 in another run) against 29.7-31.9 µs
     (bench/gpu/timing_probe.py, BENCHMARKS.md). The sleep only has to cover the launches before
-    the wait. So, where most warm-up calls outlasted their sleep, it is halved while calls stay
-    within ``SETTLE_MARGIN`` of the warm-up sleep's own, down to the sleep that covers no
-    launches, and held there: a sleep still hides every launch the GPU would otherwise wait for
-    while its calls are no slower. Calls whose host outran the sleep while launching get slower
-    when it shrinks, keep the warm-up's sleep, and may grow it as before.
+    the wait.
+
+    A call waits on the GPU inside where, at the warm-up's sleep, its host time is most of that
+    sleep: it could not return before the sleep ended. A call whose host launches for less than
+    that is left alone, and its sleep may grow as before. (Tried on every call that outlasted its
+    sleep, the shortening held a 50-launch call's sleep at what its launches took in a tight
+    loop; between the harness's orders the host launched slower, and the case read 94 µs
+    against 12.) For a waiting call the sleep is halved while its calls stay within
+    ``SETTLE_MARGIN`` of the warm-up sleep's own, down to the sleep that covers no launches, and
+    the case keeps twice the shortest length that held: room for a host slower between orders
+    than in this loop. A host that launches for longer than the cap before it waits gets slower
+    at the first halving and keeps the warm-up's sleep.
     """
     if not timer.mostly_ran_out():
         return 0
     warm_sleep = timer.sleep_ns
     timer.hold_sleep = True
 
-    def median_at(sleep_ns: float) -> float:
+    def median_at(sleep_ns: float) -> tuple[float, float]:
         timer.sleep_ns = sleep_ns
-        return stats.median(sorted(timer.time_call(function, data).event_ns for _ in range(SETTLE_CALLS)))
+        readings = [timer.time_call(function, data) for _ in range(SETTLE_CALLS)]
+        return stats.median(sorted(r.event_ns for r in readings)), stats.median(sorted(r.host_ns for r in readings))
 
-    bound = median_at(warm_sleep) * (1 + SETTLE_MARGIN) + SETTLE_SLACK_NS
-    chosen, floor, calls = warm_sleep, timer.shortest_sleep(), SETTLE_CALLS
-    while chosen > floor:
-        candidate = max(floor, chosen / 2)
+    event, host = median_at(warm_sleep)
+    calls = SETTLE_CALLS
+    if host < SETTLE_WAITED * warm_sleep:
+        timer.sleep_ns, timer.hold_sleep = warm_sleep, False
+        return calls
+    bound = event * (1 + SETTLE_MARGIN) + SETTLE_SLACK_NS
+    shortest, floor = warm_sleep, timer.shortest_sleep()
+    while shortest > floor:
+        candidate = max(floor, shortest / 2)
         calls += SETTLE_CALLS
-        if median_at(candidate) > bound:
+        if median_at(candidate)[0] > bound:
             break
-        chosen = candidate
-    timer.sleep_ns = chosen
-    timer.hold_sleep = chosen < warm_sleep
+        shortest = candidate
+    timer.sleep_ns = min(warm_sleep, 2 * shortest)
+    timer.hold_sleep = timer.sleep_ns < warm_sleep
     return calls
