@@ -70,6 +70,7 @@ MIN_SLEEP_NS = 20_000
 MAX_SLEEP_NS = 1_000_000
 FLUSH_MIN_BYTES = 64 << 20
 RAN_OUT_WINDOW = 20  # the baseline's no-op calls wait on the GPU where most of the last this many calls did
+TAIL_NS = 10_000  # GPU work after a waiting no-op call's end event, for its synchronize to wait on
 SETTLE_CALLS = 15  # calls per sleep length tried when the warm-up shortens a waiting call's sleep
 SETTLE_WAITED = 0.75  # a call waited on the GPU inside where its host time is this much of the sleep
 SETTLE_MARGIN = 0.03  # a shorter sleep is kept while its calls are at most this much slower (and:)
@@ -141,6 +142,7 @@ class CudaTimer:
         self._before = event_type(enable_timing=True)  # before the sleep: the span the wall clock is held to
         self._start = event_type(enable_timing=True)
         self._end = event_type(enable_timing=True)
+        self._tail = event_type(enable_timing=True)  # after a waiting no-op call's tail work (time_call)
         stream_id, device, device_type = c._cuda_getDefaultStream(device_index)
         self._stream_ids = {
             "stream_id": stream_id,
@@ -237,7 +239,9 @@ class CudaTimer:
         wall-clock gaps of the two stay comparable (``harness/benchmark.py``, hidden work)."""
         self.flush_l2()
         before()
-        if baseline and self.mostly_ran_out():
+        tail = baseline and self.mostly_ran_out()
+        last = self._end  # the GPU's span runs from the before event to this one
+        if tail:
             function = self._waiting(function)
         t0 = self._now()
         self._record(self._before, self._stream)
@@ -254,6 +258,15 @@ class CudaTimer:
             self._record(self._end, self._stream)
             busy = self._side.join_handed_out()
             joined_at = self._now()
+            if tail:
+                # A call that waited on the GPU inside has launched its last work since, and the
+                # host then waits for it in the synchronize below, and pays a wake-up; the no-op
+                # call's GPU is idle by then. GPU work after the end event, spanned by the tail
+                # event, makes its synchronize wait too, so that the gaps of both compare
+                # (an honest .item() per call read "work continued for ~4 µs" without it).
+                self._sleep.run(TAIL_NS)
+                self._record(self._tail, self._stream)
+                last = self._tail
         else:
             busy = self._side.join_busy() if self._side is not None else []
             joined_at = self._now()
@@ -274,7 +287,7 @@ class CudaTimer:
                 # read 26 µs for a whole case on an H100).
                 self.sleep_ns = min(MAX_SLEEP_NS, max(2 * self.sleep_ns, self._sleep_covering(t2 - t1)))
         event_ns = self._elapsed_ms(self._start, self._end) * 1e6
-        span_ns = self._elapsed_ms(self._before, self._end) * 1e6
+        span_ns = self._elapsed_ms(self._before, last) * 1e6
         for joined in busy:
             event_ns = max(event_ns, self._elapsed_ms(self._start, joined) * 1e6)
             span_ns = max(span_ns, self._elapsed_ms(self._before, joined) * 1e6)
@@ -570,6 +583,7 @@ def warm_up(
     make_data: Callable[[], Any],
     min_seconds: float,
     max_seconds: float,
+    settle: bool = True,
 ) -> Warmup:
     """Call until the per-call time is steady (the GPU clock has ramped up), within limits.
 
@@ -616,7 +630,7 @@ def warm_up(
         if (steady and elapsed >= min_seconds) or elapsed >= max_seconds:
             break
     timer.set_sleep_for(host[-20:])
-    if isinstance(timer, CudaTimer) and batch_medians[-1] <= SETTLE_MAX_CALL_NS:
+    if settle and isinstance(timer, CudaTimer) and batch_medians[-1] <= SETTLE_MAX_CALL_NS:
         calls += settle_sleep(timer, function, data)
     return Warmup(calls, now() - start, steady, timer.sleep_ns, batch_medians[-1])
 
