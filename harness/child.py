@@ -326,14 +326,7 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
                 kept = None
                 gc.collect()
                 fresh_inputs = functools.partial(generate, message)
-                warm = timing.warm_up(
-                    timer,
-                    kernel,
-                    fresh_inputs,
-                    float(message["min_s"]),
-                    float(message["max_s"]),
-                    settle=message.get("settle") is not False,
-                )
+                warm = timing.warm_up(timer, kernel, fresh_inputs, float(message["min_s"]), float(message["max_s"]))
                 channel.send({"msg": "warm", **warm.__dict__, **({"cores": pinned} if pinned is not None else {})})
             elif op == "time":
                 pinned = _pin_if_asked(message)

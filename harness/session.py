@@ -219,8 +219,6 @@ class Session:
 
     def warm_up(self, kwargs: dict[str, Any], min_s: float, max_s: float) -> Message:
         order: Message = {"op": "warmup", "kwargs": kwargs, "min_s": min_s, "max_s": max_s}
-        if os.environ.get("KERNELCUP_HARNESS_SETTLE") == "off":  # operator switch (harness/timing.py, settle_sleep)
-            order["settle"] = False
         self._pin(order)  # the warm-up sizes the sleep from host times: on the core that times
         self._send(order)
         message, _ = self._expect("warm")

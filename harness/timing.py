@@ -70,12 +70,6 @@ MIN_SLEEP_NS = 20_000
 MAX_SLEEP_NS = 1_000_000
 FLUSH_MIN_BYTES = 64 << 20
 RAN_OUT_WINDOW = 20  # the baseline's no-op calls wait on the GPU where most of the last this many calls did
-TAIL_NS = 10_000  # GPU work after a waiting no-op call's end event, for its synchronize to wait on
-SETTLE_CALLS = 15  # calls per sleep length tried when the warm-up shortens a waiting call's sleep
-SETTLE_WAITED = 0.75  # a call waited on the GPU inside where its host time is this much of the sleep
-SETTLE_MARGIN = 0.03  # a shorter sleep is kept while its calls are at most this much slower (and:)
-SETTLE_SLACK_NS = 200.0
-SETTLE_MAX_CALL_NS = 2_000_000  # calls longer than this keep the warm-up's sleep (a wake-up is noise there)
 JOIN_WINDOW = 50  # the sleep covers the 90th percentile of the last this many calls' query costs
 POOL_PROBE_MISSES = 40  # a pool hands out its streams round-robin: this many repeats in a row means all seen
 
@@ -103,7 +97,6 @@ class CpuTimer:
     def __init__(self) -> None:
         self._now = time.perf_counter_ns
         self.sleep_ns = 0.0
-        self.hold_sleep = False
 
     def synchronize(self) -> None:
         return None
@@ -142,7 +135,6 @@ class CudaTimer:
         self._before = event_type(enable_timing=True)  # before the sleep: the span the wall clock is held to
         self._start = event_type(enable_timing=True)
         self._end = event_type(enable_timing=True)
-        self._tail = event_type(enable_timing=True)  # after a waiting no-op call's tail work (time_call)
         stream_id, device, device_type = c._cuda_getDefaultStream(device_index)
         self._stream_ids = {
             "stream_id": stream_id,
@@ -157,7 +149,6 @@ class CudaTimer:
         self._device_index = device_index
         self._flush_buffer: torch.Tensor | None = None  # built on first use: test mode needs none
         self.sleep_ns = float(MIN_SLEEP_NS)
-        self.hold_sleep = False  # the sleep stays as set: calls that outlast it do not grow it (settle_sleep)
         self._sleep: _Sleep = _WideSleep.build(device_index) or _ThreadSleep(c._cuda_sleep)
         self.side_streams_timed = isinstance(self._sleep, _WideSleep)
         self._side = SideStreams(device_index, event_type) if self.side_streams_timed else None
@@ -208,15 +199,6 @@ class CudaTimer:
             self._sleep.calibrate(self._measure)
         self.sleep_ns = self._sleep_covering(_p90(host_ns))
 
-    def mostly_ran_out(self) -> bool:
-        """Whether most recent calls outlasted their sleep (each waited on the GPU inside, or its
-        host was slower than the sleep)."""
-        return 2 * sum(self._ran_out) > len(self._ran_out)
-
-    def shortest_sleep(self) -> float:
-        """The sleep that covers the queries and joins after a call, and no launches."""
-        return self._sleep_covering(0.0)
-
     def _sleep_covering(self, host_ns: float) -> float:
         """A sleep that covers ``host_ns`` of launches and the recent calls' queries and joins."""
         joins = _p90(self._join_ns[-JOIN_WINDOW:])
@@ -239,9 +221,7 @@ class CudaTimer:
         wall-clock gaps of the two stay comparable (``harness/benchmark.py``, hidden work)."""
         self.flush_l2()
         before()
-        tail = baseline and self.mostly_ran_out()
-        last = self._end  # the GPU's span runs from the before event to this one
-        if tail:
+        if baseline and 2 * sum(self._ran_out) > len(self._ran_out):
             function = self._waiting(function)
         t0 = self._now()
         self._record(self._before, self._stream)
@@ -258,15 +238,6 @@ class CudaTimer:
             self._record(self._end, self._stream)
             busy = self._side.join_handed_out()
             joined_at = self._now()
-            if tail:
-                # A call that waited on the GPU inside has launched its last work since, and the
-                # host then waits for it in the synchronize below, and pays a wake-up; the no-op
-                # call's GPU is idle by then. GPU work after the end event, spanned by the tail
-                # event, makes its synchronize wait too, so that the gaps of both compare
-                # (an honest .item() per call read "work continued for ~4 µs" without it).
-                self._sleep.run(TAIL_NS)
-                self._record(self._tail, self._stream)
-                last = self._tail
         else:
             busy = self._side.join_busy() if self._side is not None else []
             joined_at = self._now()
@@ -278,7 +249,7 @@ class CudaTimer:
             del self._join_ns[:-JOIN_WINDOW]
         if not baseline:
             self._ran_out.append(ran_out)
-            if ran_out and not self.hold_sleep and self.sleep_ns < MAX_SLEEP_NS:
+            if ran_out and self.sleep_ns < MAX_SLEEP_NS:
                 # From the next call on, a sleep that covers this one's host time, and at least
                 # twice the one it outlasted: without it a launch-bound call whose host ran slower
                 # than in its warm-up was timed at the host's speed for the whole job (50
@@ -287,7 +258,7 @@ class CudaTimer:
                 # read 26 µs for a whole case on an H100).
                 self.sleep_ns = min(MAX_SLEEP_NS, max(2 * self.sleep_ns, self._sleep_covering(t2 - t1)))
         event_ns = self._elapsed_ms(self._start, self._end) * 1e6
-        span_ns = self._elapsed_ms(self._before, last) * 1e6
+        span_ns = self._elapsed_ms(self._before, self._end) * 1e6
         for joined in busy:
             event_ns = max(event_ns, self._elapsed_ms(self._start, joined) * 1e6)
             span_ns = max(span_ns, self._elapsed_ms(self._before, joined) * 1e6)
@@ -583,7 +554,6 @@ def warm_up(
     make_data: Callable[[], Any],
     min_seconds: float,
     max_seconds: float,
-    settle: bool = True,
 ) -> Warmup:
     """Call until the per-call time is steady (the GPU clock has ramped up), within limits.
 
@@ -597,7 +567,6 @@ def warm_up(
     """
     now = _seconds
     start = now()
-    timer.hold_sleep = False
     host: list[float] = []
     events: list[float] = []
     data = make_data()
@@ -630,57 +599,4 @@ def warm_up(
         if (steady and elapsed >= min_seconds) or elapsed >= max_seconds:
             break
     timer.set_sleep_for(host[-20:])
-    if settle and isinstance(timer, CudaTimer) and batch_medians[-1] <= SETTLE_MAX_CALL_NS:
-        calls += settle_sleep(timer, function, data)
     return Warmup(calls, now() - start, steady, timer.sleep_ns, batch_medians[-1])
-
-
-def settle_sleep(timer: CudaTimer, function: Callable[[Any], Any], data: Any) -> int:
-    """For calls that wait on the GPU inside (``.item()``, a sync, a tensor from a Python list):
-    a short sleep, held for the case, that leaves them no slower. Returns the calls made.
-
-    Such a call outlasts any sleep (it waits for the sleep to end), so the warm-up grows its
-    sleep to the cap, 1 ms, and the host then waits that long inside each call. What it does
-    after the wait runs at the pace of a host just woken: on an H100, outside the harness,
-    ``.item()`` per call read 37-41 µs per process (one 71 µs) with a 1 ms sleep and 29.6-31.7 µs
-    with 30 µs; a tensor from a list 35-38 (and 40-108 in another run) against 29.7-31.9 µs
-    (bench/gpu/timing_probe.py, BENCHMARKS.md). The sleep only has to cover the launches before
-    the wait.
-
-    A call waits on the GPU inside where, at the warm-up's sleep, its host time is most of that
-    sleep: it could not return before the sleep ended. A call whose host launches for less than
-    that is left alone, and its sleep may grow as before. (Tried on every call that outlasted its
-    sleep, the shortening held a 50-launch call's sleep at what its launches took in a tight
-    loop; between the harness's orders the host launched slower, and the case read 94 µs
-    against 12.) For a waiting call the sleep is halved while its calls stay within
-    ``SETTLE_MARGIN`` of the warm-up sleep's own, down to the sleep that covers no launches, and
-    the case keeps twice the shortest length that held: room for a host slower between orders
-    than in this loop. A host that launches for longer than the cap before it waits gets slower
-    at the first halving and keeps the warm-up's sleep.
-    """
-    if not timer.mostly_ran_out():
-        return 0
-    warm_sleep = timer.sleep_ns
-    timer.hold_sleep = True
-
-    def median_at(sleep_ns: float) -> tuple[float, float]:
-        timer.sleep_ns = sleep_ns
-        readings = [timer.time_call(function, data) for _ in range(SETTLE_CALLS)]
-        return stats.median(sorted(r.event_ns for r in readings)), stats.median(sorted(r.host_ns for r in readings))
-
-    event, host = median_at(warm_sleep)
-    calls = SETTLE_CALLS
-    if host < SETTLE_WAITED * warm_sleep:
-        timer.sleep_ns, timer.hold_sleep = warm_sleep, False
-        return calls
-    bound = event * (1 + SETTLE_MARGIN) + SETTLE_SLACK_NS
-    shortest, floor = warm_sleep, timer.shortest_sleep()
-    while shortest > floor:
-        candidate = max(floor, shortest / 2)
-        calls += SETTLE_CALLS
-        if median_at(candidate)[0] > bound:
-            break
-        shortest = candidate
-    timer.sleep_ns = min(warm_sleep, 2 * shortest)
-    timer.hold_sleep = timer.sleep_ns < warm_sleep
-    return calls

@@ -764,68 +764,6 @@ def test_warm_up_stops_after_two_calls_that_outlast_its_limit_and_batches_fast_o
     assert fast.calls >= 3 + 5 * 3, fast  # batches until three agree (or the limit)
 
 
-class _SettlingTimer:
-    """A GPU timer's sleep-facing surface, for a call that launches for ``launch_ns`` before a
-    13 µs kernel chain (hidden only by a sleep that covers the launches) and, with ``waits``,
-    then waits on the GPU: 30 µs of work, 8 µs more where the host waited over 200 µs first."""
-
-    def __init__(self, launch_ns: float = 0.0, waits: bool = True, ran_out: bool = True) -> None:
-        self.sleep_ns, self.hold_sleep, self.launch_ns, self.waits = 1_000_000.0, False, launch_ns, waits
-        self.ran_out = ran_out
-        self.slept: list[float] = []
-
-    def mostly_ran_out(self) -> bool:
-        return self.ran_out
-
-    def shortest_sleep(self) -> float:
-        return 25_000.0
-
-    def time_call(self, function: Any, data: Any) -> Any:
-        from kernelcup.harness import timing
-
-        self.slept.append(self.sleep_ns)
-        uncovered = max(0.0, self.launch_ns - self.sleep_ns)
-        if self.waits:
-            event = 30_000.0 + uncovered + (8_000.0 if self.sleep_ns > 200_000 else 0.0)
-            host = max(self.launch_ns, self.sleep_ns) + event - uncovered
-        else:
-            event, host = 13_000.0 + uncovered, self.launch_ns
-        return timing.Reading(None, event, 0.0, host, ran_out=self.ran_out)
-
-
-def test_a_call_that_waits_on_the_gpu_inside_keeps_a_short_sleep_that_leaves_it_no_slower() -> None:
-    from kernelcup.harness import timing
-
-    def settle(timer: _SettlingTimer) -> int:
-        return timing.settle_sleep(timer, lambda data: None, None)  # type: ignore[arg-type]
-
-    waiting = _SettlingTimer()
-    calls = settle(waiting)
-    # 1 ms, then halved down to the sleep that covers no launches (each as fast or faster);
-    # the case keeps twice that.
-    assert sorted(set(waiting.slept), reverse=True) == [
-        1_000_000.0, 500_000.0, 250_000.0, 125_000.0, 62_500.0, 31_250.0, 25_000.0
-    ]  # fmt: skip
-    assert waiting.sleep_ns == 50_000.0 and waiting.hold_sleep
-    assert calls == len(waiting.slept) == 7 * timing.SETTLE_CALLS
-    # Launches for 150 µs before the wait: halving past them makes calls slower; the case keeps
-    # twice the last length that covered them.
-    launching = _SettlingTimer(launch_ns=150_000.0)
-    settle(launching)
-    assert launching.sleep_ns == 500_000.0 and launching.hold_sleep
-    # No wait, 300 µs of launches past a sleep they outlast: not a waiting call, left to grow.
-    slow_host = _SettlingTimer(launch_ns=300_000.0, waits=False)
-    assert settle(slow_host) == timing.SETTLE_CALLS
-    assert slow_host.sleep_ns == 1_000_000.0 and not slow_host.hold_sleep
-    # 2 ms of launches: past the cap, the first halving is slower, and the warm-up's sleep stays.
-    past_cap = _SettlingTimer(launch_ns=2_000_000.0, waits=False)
-    settle(past_cap)
-    assert past_cap.sleep_ns == 1_000_000.0 and not past_cap.hold_sleep
-    # Calls that mostly returned before their sleep ended are left alone.
-    covered = _SettlingTimer(ran_out=False)
-    assert settle(covered) == 0 and covered.slept == [] and covered.sleep_ns == 1_000_000.0
-
-
 def test_input_samples_travel_as_plain_data_and_tolerate_last_bit_noise() -> None:
     from kernelcup.harness import witness as w
 
