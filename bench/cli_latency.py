@@ -122,7 +122,8 @@ def measure(benches: list[Bench], runs: int, pause_s: float) -> str:
          lambda b, i: b.submit(b.work / "first")[0])  # the build cache was emptied
     each("`submit test`, fresh database, source built before", runs, fresh_submit)
     each("`submit test`, existing database, source built before", runs, lambda b, i: b.submit(b.work / "submit0")[0])
-    beside, server_s = benches[-1].beside_server(runs, pause_s)
+    beside, server_s, served = benches[-1].beside_server(runs, pause_s)
+    breakdowns["the server's job"] = served
     rows["`submit test` beside a running `kernelcup serve` (handed to it)"] = {benches[-1].label: beside}
     rows["the server's own time for it (order to report: the bot's warm path)"] = {benches[-1].label: server_s}
     return report(benches, rows, breakdowns)
@@ -196,7 +197,7 @@ class Bench:
     def submit(self, home: Path) -> tuple[float, subprocess.CompletedProcess[str]]:
         return self.cli(home, "submit", "test", str(self.solution), "--leaderboard", self.name)
 
-    def beside_server(self, runs: int, pause_s: float) -> tuple[list[float], list[float]]:
+    def beside_server(self, runs: int, pause_s: float) -> tuple[list[float], list[float], list[dict[str, float]]]:
         home = self.work / "served"
         home.mkdir()
         log = (home / "serve.log").open("w")
@@ -212,9 +213,11 @@ class Bench:
             time.sleep(pause_s)  # its first standby harness
             self.submit(home)  # one unmeasured: the server's first job warms what it warms
             times = []
+            phases = []
             for _ in range(runs):
                 time.sleep(pause_s)
                 times.append(self.submit(home)[0])
+                phases.append(harness_phases(home / "var" / "kernelcup.db"))
         finally:
             server.send_signal(signal.SIGTERM)
             server.wait(timeout=120)
@@ -224,7 +227,7 @@ class Bench:
         if len(handed) != runs + 1:
             raise SystemExit(f"expected {runs + 1} hand-offs in the server's log, found {len(handed)}")
         done = [float(e["elapsed_s"]) for e in said if e.get("event") == "hand-off submission done"]
-        return times, done[1:]
+        return times, done[1:], phases
 
     def interpreter_start(self) -> float:
         return statistics.median(timed([self.python, "-c", "pass"], self.env(self.work)) for _ in range(5))
@@ -268,6 +271,13 @@ def report(benches: list[Bench], rows: dict[str, dict[str, list[float]]],
         cells = [f"{statistics.median([b[phase] for b in breakdowns[label]]):.2f}" if breakdowns[label] else "-"
                  for label in labels]
         lines.append(f"| {phase} | " + " | ".join(cells) + " |")
+    served = [b for b in breakdowns.get("the server's job", []) if b]
+    if served:
+        lines += ["", "The server's job for a handed-off `submit test` (its stored phases, median of the runs; "
+                  "a standby harness has started the submission's process before the order comes):", "",
+                  "| phase | s |", "| --- | --- |"]
+        for phase in served[0]:
+            lines.append(f"| {phase} | {statistics.median([b.get(phase, 0.0) for b in served]):.2f} |")
     return "\n".join(lines)
 
 
