@@ -369,6 +369,8 @@ def main() -> int:
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--no-wrong", action="store_true", help="skip the shipped wrong solutions")
     parser.add_argument("--no-ranked", action="store_true", help="test mode only")
+    parser.add_argument("--ranked-only", action="store_true",
+                        help="kernelcup ranked only (no test comparison): for problems whose tests take minutes")
     parser.add_argument("--gpumode-ranked", action="store_true", help="also GPU MODE's leaderboard mode")
     parser.add_argument("--list", action="store_true", help="show the problems and solutions; run nothing")
     args = parser.parse_args()
@@ -418,7 +420,7 @@ def main() -> int:
             row = Row(problem.name, label, expect)
             rows.append(row)
             work.append((problem, code, row))
-    for stage in (test_stage, ranked_stage):
+    for stage in (ranked_stage,) if args.ranked_only else (test_stage, ranked_stage):
         for problem, code, row in work:
             try:
                 stage(problem, code, row, args, gpu, env, time_left, log)
@@ -472,7 +474,7 @@ def test_stage(problem: Problem, code: str, row: Row, args: Any, gpu: GpuInfo, e
 def ranked_stage(problem: Problem, code: str, row: Row, args: Any, gpu: GpuInfo, env: dict[str, str],
                  time_left: TimeLeft, log: Log) -> None:
     """kernelcup ranked (and GPU MODE's leaderboard mode) for a shipped correct solution."""
-    if args.no_ranked or row.expect != "pass" or "kc_test" not in row.cells:
+    if args.no_ranked or row.expect != "pass" or ("kc_test" not in row.cells and not args.ranked_only):
         return
     ranked_cap = float((problem.task.task if problem.task else {}).get("ranked_timeout") or 180)
     limit = time_left(min(args.run_cap_s, ranked_cap))
