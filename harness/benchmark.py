@@ -304,6 +304,17 @@ def l2_of(session: Session) -> int:
 
 
 def _recheck(session: Session, problem: Problem, kwargs: Case, label: str, index: int, max_payload: int) -> None:
+    try:
+        _check_one(session, problem, kwargs, label, index, max_payload)
+    finally:
+        # The harness's share of the GPU back before the next timed call: the inputs it made and
+        # the reference's work would otherwise stay in its cache. GPU MODE's trimul, ranked on an
+        # H100, ran the submission out of memory in its largest case (79 GiB card, 1.4 GiB free,
+        # the submission's process holding 15.6 GiB) after the case before had been checked.
+        checking.release_memory(session.device)
+
+
+def _check_one(session: Session, problem: Problem, kwargs: Case, label: str, index: int, max_payload: int) -> None:
     data = problem.generate(kwargs, session.device)  # first: its size sets how much output is taken
     shipped = session.ship(transfer.payload_limit(max_payload, data))
     where = f"{label} (timed call {index + 1}, {describe_case(kwargs)})"

@@ -212,6 +212,13 @@ def _release_memory() -> None:
         torch.cuda.empty_cache()
 
 
+def release_memory(device: str) -> None:
+    """After a check: the harness's cached GPU memory back to the driver, for the submission's
+    process that shares the GPU (a single-process evaluator would have it to itself)."""
+    if device == "cuda" and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+        torch.cuda.empty_cache()
+
+
 def _first_sentence(exc: BaseException) -> str:
     return str(exc).split(". ")[0].strip()
 

@@ -235,8 +235,8 @@ def _run_python(
 def _run_tests(
     session: Session, problem: Any, seeds: SeedPlan, spec: JobSpec, result: Result, emit: Emit, began: float
 ) -> None:
+    from kernelcup.harness import checking, transfer
     from kernelcup.harness import fingerprint as fp
-    from kernelcup.harness import transfer
 
     cases = spec.task.tests
     total = len(cases)
@@ -253,7 +253,7 @@ def _run_tests(
         ok, message = _judge(problem, kwargs, data, expected_print, shipped, session.device, label)
         result.tests.append(CaseResult(case=kwargs, passed=ok, message=message))
         del data, shipped  # before the next case's: two cases' inputs need not fit at once
-        release_gpu_cache(session.device)
+        checking.release_memory(session.device)
         emit(Progress("testing", index + 1, total))
         if index == 0:
             _phase(result, "first test", began)
@@ -261,15 +261,6 @@ def _run_tests(
             first_failure = f"{label} failed: {message}"
     if first_failure:
         raise RunEnded(Status.FAILED, first_failure)
-
-
-def release_gpu_cache(device: str) -> None:
-    """Hand the harness's cached GPU memory back, so the submission's process can use it: the two
-    processes share one GPU that a single-process evaluator would have to itself."""
-    if device == "cuda":
-        import torch
-
-        torch.cuda.empty_cache()
 
 
 def _generate(problem: Any, kwargs: dict[str, Any], device: str, label: str) -> Any:

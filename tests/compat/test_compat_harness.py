@@ -38,6 +38,7 @@ def _specs() -> dict[str, JobSpec]:
         "own_benchmark": compat_spec("own_evaluator", submission("scale_rows"), Mode.BENCHMARK),
         "own_ranked": compat_spec("own_evaluator", submission("scale_rows"), Mode.RANKED, secret_seed=SECRET),
         "own_profile": compat_spec("own_evaluator", submission("scale_rows"), Mode.PROFILE),
+        "hungry": compat_spec("hungry_memory", submission("hungry_call"), Mode.BENCHMARK),
     }
     if DEVICE == "cuda":
         for name in GPU_PATTERNS:
@@ -201,3 +202,16 @@ def test_a_reference_that_needs_cuda_says_so_in_one_line_on_the_cpu(runs: dict[s
 @pytest.mark.skipif(DEVICE != "cuda", reason="needs a GPU")
 def test_a_reference_that_makes_its_inputs_on_cuda_runs_on_a_gpu(runs: dict[str, HarnessRun]) -> None:
     _passed(runs["cuda_only"])
+
+
+# --- a check and a submission that each need most of the GPU ------------------------------
+
+
+def test_the_memory_a_check_used_is_the_submissions_again_before_its_next_timed_call(
+    runs: dict[str, HarnessRun],
+) -> None:
+    """On a GPU, the first case's check takes 60% of its memory in the harness's process and the
+    second case's calls take 50% in the submission's: both fit only if the harness hands its
+    cache back after the check (on the CPU the shares are a MiB)."""
+    result = _passed(runs["hungry"])
+    assert len(result.benchmarks) == 2 and all(case.median_ns for case in result.benchmarks)
