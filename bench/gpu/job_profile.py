@@ -43,7 +43,8 @@ def main() -> int:
     )
     args = parser.parse_args()
     task = read_task_folder(args.folder, reach=args.folder.resolve().parent)
-    env = {**os.environ, "KERNELCUP_HARNESS_PROFILE": "1"}
+    # full teardown: the harness would otherwise end before cProfile writes its report (harness/__main__.py)
+    env = {**os.environ, "KERNELCUP_HARNESS_PROFILE": "1", "KERNELCUP_HARNESS_TEARDOWN": "full"}
     for run in range(1, args.runs + 1):
         spec = spec_for(
             task.task,

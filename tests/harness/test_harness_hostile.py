@@ -237,3 +237,13 @@ def test_the_child_environment_holds_nothing_of_the_runner() -> None:
     assert result.status is Status.PASSED
     assert "MODAL_TOKEN_SECRET" not in result.stdout and "KERNELCUP_DB" not in result.stdout
     assert os.environ.get("PATH") is not None
+
+
+def test_a_thread_a_leaderboards_check_leaves_running_neither_holds_the_result_back_nor_writes_after_it() -> None:
+    """The check starts a non-daemon thread that would print a result line an hour later. The
+    runner reads the harness's output to its end, so the harness ends its process once its result
+    is written (harness/__main__.py): the job ends now, with one result line and nothing after."""
+    spec = leaderboard_spec(LEADERBOARDS / "lingering", submission("correct.py"), timeout_s=60)
+    run = run_harness(spec, wall_limit_s=90)  # a normal interpreter exit would wait an hour for the thread
+    assert run.outcome().status is Status.PASSED, run.outcome().verdict
+    assert run.returncode == 0 and not run.rejected
