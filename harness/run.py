@@ -263,6 +263,23 @@ def _run_tests(
         raise RunEnded(Status.FAILED, first_failure)
 
 
+ROUND_FLOOR_RATIO = 1.15  # a round whose cases took this much more than their shares hit their floor
+
+
+def _next_round_fits(shares_s: float, took_s: float, left_s: float, startup_s: float) -> bool:
+    """Whether another ranked round fits in ``left_s``, judged by the last round.
+
+    Each case gets a share of the time left and stops timing when it runs out, so a round
+    normally fits whatever is left. Not where the cases' least work (warm-up, no-op calls,
+    at least two timed calls, a check, each on fresh inputs) outlasted their shares: a
+    second-long call on inputs that take seconds to make (GPU MODE's eigh: ~35 s a case against
+    a 29 s share, 13 cases) would then run the job past its limit in the next round. Such a
+    job is scored on the rounds it has, and its verdict says so."""
+    if took_s <= ROUND_FLOOR_RATIO * shares_s:
+        return True
+    return left_s >= 1.05 * took_s + startup_s
+
+
 def _generate(problem: Any, kwargs: dict[str, Any], device: str, label: str) -> Any:
     try:
         return problem.generate(kwargs, device)
@@ -345,18 +362,28 @@ def _run_benchmarks(
             if round_index > 0 and children.current.started_for == round_index + 1:
                 label += " (in a fresh process)"
         seconds = time_share(deadline - time.monotonic(), slots_left, starts_left, children.startup_estimate())
+        begun = time.monotonic()
         timing = benchmark.time_case(
             children.session, problem, seeds, case, label, plan, seconds, spec.gpu, MAX_OUTPUT_PAYLOAD, rng, round_index
         )
+        spent[round_index] = (spent[round_index][0] + seconds, spent[round_index][1] + time.monotonic() - begun)
         timing.process = len(children.processes)
         timings[index].append(timing)
 
+    spent = [(0.0, 0.0) for _ in range(rounds + 1)]  # per round (a third included): the cases' shares, what they took
+    rounds_run = rounds
     for done, (round_index, index) in enumerate(orders):
-        if round_index > 0 and index == 0 and children.fresh_affordable():
-            children.fresh(round_index + 1)  # between rounds, never while one is timed
+        if round_index > 0 and index == 0:
+            if not _next_round_fits(*spent[round_index - 1], deadline - time.monotonic(), children.startup_estimate()):
+                rounds_run = round_index
+                break
+            if children.fresh_affordable():
+                children.fresh(round_index + 1)  # between rounds, never while one is timed
         time_one(round_index, index, total - done, rounds - 1 - round_index)
         emit(Progress("benchmarking", done + 1, total))
-    if rounds > 1:  # a third round where two disagree, while time is left for it
+    if rounds_run < rounds:
+        emit(Progress("benchmarking", total, total))
+    if rounds_run == rounds > 1:  # a third round where two disagree, while time is left for it
         split = [i for i, t in enumerate(timings) if not benchmark.rounds_agree(t)]
         needed_s = 0.3 * spec.timeout_s / len(cases)
         if split and children.fresh_affordable(needed_s):
@@ -383,3 +410,8 @@ def _run_benchmarks(
         f"all {len(result.tests)} tests passed; {what} {format_seconds(score_s)} "
         f"({spec.task.ranking_by} of {len(medians)} benchmark medians)"
     )
+    if rounds_run < rounds:
+        result.verdict += (
+            f"; timed in {rounds_run} round{'s' if rounds_run > 1 else ''} of {rounds}: the cases needed more than "
+            "their share of the leaderboard's time limit, which held no further round"
+        )

@@ -20,6 +20,7 @@ from conftest import (
     HarnessRun,
     leaderboard_spec,
     processes_named,
+    run_harness,
     run_many,
     submission,
 )
@@ -285,3 +286,27 @@ def test_the_output_of_several_processes_is_marked_and_capped_as_one() -> None:
     assert "[kernelcup: stdout of process 2 of 2: fresh]" in result.stdout
     assert "the full stdout is in stdout.txt" in result.stdout and result.files["stdout.txt"].endswith("x\n")
     assert result.stderr == "" and "stderr.txt" not in result.files
+
+
+def test_a_ranked_job_whose_cases_outlast_their_share_is_scored_on_the_rounds_that_fit() -> None:
+    """Inputs that take 0.4 s to make and 0.4 s calls: each case's least work (a warm-up, no-op
+    calls and two timed calls, each on fresh inputs, and a check) outlasts its share of a 20 s
+    limit. The job is scored on its first round instead of running out of time in the second,
+    and says so; where time holds a second round (the jobs above), both run."""
+    spec = leaderboard_spec(
+        LEADERBOARDS / "slow_inputs", submission("slow_call.py"), Mode.RANKED, timeout_s=20, secret_seed=SECRET
+    )
+    result = run_harness(spec, wall_limit_s=60).outcome()
+    assert result.status is Status.PASSED, result.verdict
+    assert "timed in 1 round of 2" in result.verdict
+    assert all(len(case.round_median_ns) <= 1 for case in result.benchmarks)
+    assert all(case.median_ns for case in result.benchmarks)
+
+
+def test_another_round_is_refused_only_where_the_last_ones_cases_outlasted_their_shares() -> None:
+    from kernelcup.harness.run import _next_round_fits
+
+    assert _next_round_fits(100.0, 80.0, 10.0, 2.0)  # within shares: the next round adapts to what is left
+    assert _next_round_fits(100.0, 114.0, 1.0, 2.0)
+    assert not _next_round_fits(100.0, 130.0, 130.0, 2.0)  # floors bound, and 1.05 x 130 s + a start-up do not fit
+    assert _next_round_fits(100.0, 130.0, 140.0, 2.0)
