@@ -264,9 +264,10 @@ def _run_tests(
 
 
 ROUND_FLOOR_RATIO = 1.15  # a round whose cases took this much more than their shares hit their floor
+LONG_CALL_S = 0.05  # ... and only where calls this long (a case's median) are what fills the floor
 
 
-def _next_round_fits(shares_s: float, took_s: float, left_s: float, startup_s: float) -> bool:
+def _next_round_fits(shares_s: float, took_s: float, longest_s: float, left_s: float, startup_s: float) -> bool:
     """Whether another ranked round fits in ``left_s``, judged by the last round.
 
     Each case gets a share of the time left and stops timing when it runs out, so a round
@@ -274,8 +275,10 @@ def _next_round_fits(shares_s: float, took_s: float, left_s: float, startup_s: f
     at least two timed calls, a check, each on fresh inputs) outlasted their shares: a
     second-long call on inputs that take seconds to make (GPU MODE's eigh: ~35 s a case against
     a 29 s share, 13 cases) would then run the job past its limit in the next round. Such a
-    job is scored on the rounds it has, and its verdict says so."""
-    if took_s <= ROUND_FLOOR_RATIO * shares_s:
+    job is scored on the rounds it has, and its verdict says so. Only where some case's calls
+    take ``LONG_CALL_S`` or more: a submission whose timed calls are quick cannot skip the
+    fresh process of the next round by idling in its untimed ones."""
+    if took_s <= ROUND_FLOOR_RATIO * shares_s or longest_s < LONG_CALL_S:
         return True
     return left_s >= 1.05 * took_s + startup_s
 
@@ -366,11 +369,13 @@ def _run_benchmarks(
         timing = benchmark.time_case(
             children.session, problem, seeds, case, label, plan, seconds, spec.gpu, MAX_OUTPUT_PAYLOAD, rng, round_index
         )
-        spent[round_index] = (spent[round_index][0] + seconds, spent[round_index][1] + time.monotonic() - begun)
+        shares, took, longest = spent[round_index]
+        spent[round_index] = (shares + seconds, took + time.monotonic() - begun, max(longest, timing.median_s))
         timing.process = len(children.processes)
         timings[index].append(timing)
 
-    spent = [(0.0, 0.0) for _ in range(rounds + 1)]  # per round (a third included): the cases' shares, what they took
+    # Per round (a third included): the cases' time shares, what they took, the longest median call.
+    spent = [(0.0, 0.0, 0.0) for _ in range(rounds + 1)]
     rounds_run = rounds
     for done, (round_index, index) in enumerate(orders):
         if round_index > 0 and index == 0:

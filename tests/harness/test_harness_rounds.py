@@ -306,7 +306,9 @@ def test_a_ranked_job_whose_cases_outlast_their_share_is_scored_on_the_rounds_th
 def test_another_round_is_refused_only_where_the_last_ones_cases_outlasted_their_shares() -> None:
     from kernelcup.harness.run import _next_round_fits
 
-    assert _next_round_fits(100.0, 80.0, 10.0, 2.0)  # within shares: the next round adapts to what is left
-    assert _next_round_fits(100.0, 114.0, 1.0, 2.0)
-    assert not _next_round_fits(100.0, 130.0, 130.0, 2.0)  # floors bound, and 1.05 x 130 s + a start-up do not fit
-    assert _next_round_fits(100.0, 130.0, 140.0, 2.0)
+    assert _next_round_fits(100.0, 80.0, 1.0, 10.0, 2.0)  # within shares: the next round adapts to what is left
+    assert _next_round_fits(100.0, 114.0, 1.0, 1.0, 2.0)
+    assert not _next_round_fits(100.0, 130.0, 1.0, 130.0, 2.0)  # floors bound; 1.05 x 130 s + a start-up do not fit
+    assert _next_round_fits(100.0, 130.0, 1.0, 140.0, 2.0)
+    # Quick timed calls: the floor is the submission idling outside them; the next round runs.
+    assert _next_round_fits(100.0, 130.0, 0.001, 130.0, 2.0)
