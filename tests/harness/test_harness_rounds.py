@@ -289,12 +289,12 @@ def test_the_output_of_several_processes_is_marked_and_capped_as_one() -> None:
 
 
 def test_a_ranked_job_whose_cases_outlast_their_share_is_scored_on_the_rounds_that_fit() -> None:
-    """Inputs that take 0.4 s to make and 0.4 s calls: each case's least work (a warm-up, no-op
-    calls and two timed calls, each on fresh inputs, and a check) outlasts its share of a 20 s
+    """Inputs that take 0.6 s to make and 0.4 s calls: each case's least work (a warm-up, no-op
+    calls and two timed calls, each on fresh inputs, and a check) outlasts its share of a 24 s
     limit. The job is scored on its first round instead of running out of time in the second,
     and says so; where time holds a second round (the jobs above), both run."""
     spec = leaderboard_spec(
-        LEADERBOARDS / "slow_inputs", submission("slow_call.py"), Mode.RANKED, timeout_s=20, secret_seed=SECRET
+        LEADERBOARDS / "slow_inputs", submission("slow_call.py"), Mode.RANKED, timeout_s=24, secret_seed=SECRET
     )
     result = run_harness(spec, wall_limit_s=60).outcome()
     assert result.status is Status.PASSED, result.verdict
