@@ -208,15 +208,19 @@ def _release_memory() -> None:
     import gc
 
     gc.collect()
-    if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
-        torch.cuda.empty_cache()
+    release_memory("cuda")
 
 
-def release_memory(device: str) -> None:
+def release_memory(device: str, keep_bytes: int = 0) -> None:
     """After a check: the harness's cached GPU memory back to the driver, for the submission's
-    process that shares the GPU (a single-process evaluator would have it to itself)."""
-    if device == "cuda" and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
-        torch.cuda.empty_cache()
+    process that shares the GPU (a single-process evaluator would have it to itself). Where the
+    cache holds less than ``keep_bytes`` unused, it is kept: the next check reuses it, and neither
+    pays the driver's frees and allocations."""
+    if device != "cuda" or not torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+        return
+    if keep_bytes and torch.cuda.memory_reserved() - torch.cuda.memory_allocated() < keep_bytes:
+        return
+    torch.cuda.empty_cache()
 
 
 def _first_sentence(exc: BaseException) -> str:

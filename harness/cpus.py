@@ -23,6 +23,7 @@ leave fewer than ``MIN_LEFT`` cores to the rest are not pinned. ``KERNELCUP_HARN
 
 from __future__ import annotations
 
+import functools
 import os
 
 ENV = "KERNELCUP_HARNESS_CPUS"
@@ -54,11 +55,13 @@ def timing_cpus() -> tuple[set[int], int] | None:
 
 
 def held_cores(reserved: list[int]) -> set[int]:
-    """The timing cores and their SMT siblings: what every other thread keeps off."""
-    return ({sibling for core in reserved for sibling in siblings(core)} & set(PROCESS_CORES)) | set(reserved)
+    """The timing cores and their SMT siblings (a timing core is always one of this process's):
+    what every other thread keeps off."""
+    return {sibling for core in reserved for sibling in siblings(core)} & PROCESS_CORES
 
 
-def siblings(core: int) -> set[int]:
+@functools.cache
+def siblings(core: int) -> frozenset[int]:
     """The logical CPUs of ``core``'s physical core, itself included (Linux sysfs; {core} where
     the system cannot say)."""
     path = f"/sys/devices/system/cpu/cpu{core}/topology/thread_siblings_list"
@@ -66,8 +69,8 @@ def siblings(core: int) -> set[int]:
         with open(path, encoding="ascii") as listing:
             text = listing.read().strip()
     except OSError:
-        return {core}
-    return (parse_cpu_list(text) or set()) | {core}
+        return frozenset({core})
+    return frozenset((parse_cpu_list(text) or set()) | {core})
 
 
 def parse_cpu_list(text: str) -> set[int] | None:

@@ -267,20 +267,33 @@ ROUND_FLOOR_RATIO = 1.15  # a round whose cases took this much more than their s
 LONG_CALL_S = 0.05  # ... and only where calls this long (a case's median) are what fills the floor
 
 
-def _next_round_fits(shares_s: float, took_s: float, longest_s: float, left_s: float, startup_s: float) -> bool:
-    """Whether another ranked round fits in ``left_s``, judged by the last round.
+@dataclass
+class RoundCost:
+    """What one ranked round's cases were given and what they took."""
 
-    Each case gets a share of the time left and stops timing when it runs out, so a round
-    normally fits whatever is left. Not where the cases' least work (warm-up, no-op calls,
-    at least two timed calls, a check, each on fresh inputs) outlasted their shares: a
-    second-long call on inputs that take seconds to make (GPU MODE's eigh: ~35 s a case against
-    a 29 s share, 13 cases) would then run the job past its limit in the next round. Such a
-    job is scored on the rounds it has, and its verdict says so. Only where some case's calls
-    take ``LONG_CALL_S`` or more: a submission whose timed calls are quick cannot skip the
-    fresh process of the next round by idling in its untimed ones."""
-    if took_s <= ROUND_FLOOR_RATIO * shares_s or longest_s < LONG_CALL_S:
-        return True
-    return left_s >= 1.05 * took_s + startup_s
+    shares_s: float = 0.0
+    took_s: float = 0.0
+    longest_call_s: float = 0.0  # the longest case median
+
+    def add(self, share_s: float, took_s: float, median_s: float) -> None:
+        self.shares_s += share_s
+        self.took_s += took_s
+        self.longest_call_s = max(self.longest_call_s, median_s)
+
+    def next_fits(self, left_s: float, startup_s: float) -> bool:
+        """Whether another round like this one fits in ``left_s``.
+
+        Each case gets a share of the time left and stops timing when it runs out, so a round
+        normally fits whatever is left. Not where the cases' least work (warm-up, no-op calls,
+        at least two timed calls, a check, each on fresh inputs) outlasted their shares: a
+        second-long call on inputs that take seconds to make (GPU MODE's eigh: ~35 s a case
+        against a 29 s share, 13 cases) would then run the job past its limit in the next round.
+        Such a job is scored on the rounds it has, and its verdict says so. Only where some
+        case's calls take ``LONG_CALL_S`` or more: a submission whose timed calls are quick
+        cannot skip the fresh process of the next round by idling in its untimed ones."""
+        if self.took_s <= ROUND_FLOOR_RATIO * self.shares_s or self.longest_call_s < LONG_CALL_S:
+            return True
+        return left_s >= 1.05 * self.took_s + startup_s
 
 
 def _generate(problem: Any, kwargs: dict[str, Any], device: str, label: str) -> Any:
@@ -369,17 +382,15 @@ def _run_benchmarks(
         timing = benchmark.time_case(
             children.session, problem, seeds, case, label, plan, seconds, spec.gpu, MAX_OUTPUT_PAYLOAD, rng, round_index
         )
-        shares, took, longest = spent[round_index]
-        spent[round_index] = (shares + seconds, took + time.monotonic() - begun, max(longest, timing.median_s))
+        costs[round_index].add(seconds, time.monotonic() - begun, timing.median_s)
         timing.process = len(children.processes)
         timings[index].append(timing)
 
-    # Per round (a third included): the cases' time shares, what they took, the longest median call.
-    spent = [(0.0, 0.0, 0.0) for _ in range(rounds + 1)]
+    costs = [RoundCost() for _ in range(rounds + 1)]  # a third round included
     rounds_run = rounds
     for done, (round_index, index) in enumerate(orders):
         if round_index > 0 and index == 0:
-            if not _next_round_fits(*spent[round_index - 1], deadline - time.monotonic(), children.startup_estimate()):
+            if not costs[round_index - 1].next_fits(deadline - time.monotonic(), children.startup_estimate()):
                 rounds_run = round_index
                 break
             if children.fresh_affordable():
@@ -388,7 +399,7 @@ def _run_benchmarks(
         emit(Progress("benchmarking", done + 1, total))
     if rounds_run < rounds:
         emit(Progress("benchmarking", total, total))
-    if rounds_run == rounds > 1:  # a third round where two disagree, while time is left for it
+    if rounds > 1 and rounds_run == rounds:  # a third round where two disagree, while time is left for it
         split = [i for i, t in enumerate(timings) if not benchmark.rounds_agree(t)]
         needed_s = 0.3 * spec.timeout_s / len(cases)
         if split and children.fresh_affordable(needed_s):

@@ -304,7 +304,10 @@ def test_a_ranked_job_whose_cases_outlast_their_share_is_scored_on_the_rounds_th
 
 
 def test_another_round_is_refused_only_where_the_last_ones_cases_outlasted_their_shares() -> None:
-    from kernelcup.harness.run import _next_round_fits
+    from kernelcup.harness.run import RoundCost
+
+    def _next_round_fits(shares_s: float, took_s: float, longest_s: float, left_s: float, startup_s: float) -> bool:
+        return RoundCost(shares_s, took_s, longest_s).next_fits(left_s, startup_s)
 
     assert _next_round_fits(100.0, 80.0, 1.0, 10.0, 2.0)  # within shares: the next round adapts to what is left
     assert _next_round_fits(100.0, 114.0, 1.0, 1.0, 2.0)
