@@ -71,6 +71,10 @@ MAX_SLEEP_NS = 1_000_000
 FLUSH_MIN_BYTES = 64 << 20
 RAN_OUT_WINDOW = 20  # the baseline's no-op calls wait on the GPU where most of the last this many calls did
 JOIN_WINDOW = 50  # the sleep covers the 90th percentile of the last this many calls' query costs
+# torch's one-thread sleep before a calibration's events, in clock cycles: 200k cycles last
+# 100 µs at the H100's 1980 MHz and longer at any lower clock.
+LEAD_SLEEP_CYCLES = 200_000
+SHORT_SLEEP_SHARE = 0.5
 POOL_PROBE_MISSES = 40  # a pool hands out its streams round-robin: this many repeats in a row means all seen
 
 
@@ -149,7 +153,9 @@ class CudaTimer:
         self._device_index = device_index
         self._flush_buffer: torch.Tensor | None = None  # built on first use: test mode needs none
         self.sleep_ns = float(MIN_SLEEP_NS)
+        self._lead_sleep: Callable[[int], None] = c._cuda_sleep
         self._sleep: _Sleep = _WideSleep.build(device_index) or _ThreadSleep(c._cuda_sleep)
+        self.recalibrations = 0  # the sleep was found running short and measured again
         self.side_streams_timed = isinstance(self._sleep, _WideSleep)
         self._side = SideStreams(device_index, event_type) if self.side_streams_timed else None
         self._join_ns: list[float] = []  # host time of recent calls' queries and joins (after the call)
@@ -176,8 +182,16 @@ class CudaTimer:
         return waited
 
     def _measure(self, sleep: Callable[[], object]) -> float:
-        """GPU time of one sleep, in ns."""
+        """GPU time of one sleep, in ns.
+
+        A lead sleep (torch's, by clock cycles: at least ~100 µs at any clock) goes first, so the
+        start event runs when the GPU is done with it, by which time the measured sleep is
+        queued: the host's time to launch it is not in the measurement. Without it a launch
+        held up on the host read as a longer sleep, every later sleep of the case ran that much
+        shorter than asked, and calls outlasted it (``sleep_ran_short``)."""
         self._synchronize()
+        self._set_stream(**self._stream_ids)  # the events' stream (after a call, the current one may be another)
+        self._lead_sleep(LEAD_SLEEP_CYCLES)
         self._record(self._start, self._stream)
         sleep()
         self._record(self._end, self._stream)
@@ -223,9 +237,10 @@ class CudaTimer:
         before()
         if baseline and 2 * sum(self._ran_out) > len(self._ran_out):
             function = self._waiting(function)
+        slept_ns = self.sleep_ns  # the length asked of this call's sleep (a run-out doubles it below)
         t0 = self._now()
         self._record(self._before, self._stream)
-        self._sleep.run(self.sleep_ns)
+        self._sleep.run(slept_ns)
         self._record(self._start, self._stream)
         t1 = self._now()
         output = function(data)
@@ -262,6 +277,10 @@ class CudaTimer:
         for joined in busy:
             event_ns = max(event_ns, self._elapsed_ms(self._start, joined) * 1e6)
             span_ns = max(span_ns, self._elapsed_ms(self._before, joined) * 1e6)
+        if ran_out and sleep_ran_short(float(t2 - t0), slept_ns):
+            # Measured again (it reuses the events, read above) for the calls after this one.
+            self._sleep.calibrate(self._measure)
+            self.recalibrations += 1
         return Reading(output, event_ns, float(t3 - t0), float(t2 - t1), ran_out, float(t3 - t0) - span_ns)
 
     def time_aligned(self, function: Callable[[Any], Any], data: Any, align: Callable[[], None]) -> Reading:
@@ -287,6 +306,18 @@ class CudaTimer:
         for joined in busy:
             event_ns = max(event_ns, self._elapsed_ms(self._start, joined) * 1e6)
         return Reading(output, event_ns, float(t3 - t0), float(t2 - t1), gap_ns=float(t3 - t0) - event_ns)
+
+
+def sleep_ran_short(held_ns: float, sleep_ns: float) -> bool:
+    """Whether a call that outlasted its sleep shows the sleep itself ran short of its length.
+
+    The sleep cannot start on the GPU before the host launches it, and the call outlasted it
+    only if it was over when the call returned; so a sleep that was over within ``held_ns``
+    (host time from before its launch to the call's return) lasted at most that. Under
+    ``SHORT_SLEEP_SHARE`` of the length asked for, its calibration is wrong (a measurement
+    held up, a GPU shared for a moment), and every call of the case would be timed at the
+    host's pace: a 2.8 µs add read 40.8 µs for a whole case on an H100, in both rounds of a job."""
+    return held_ns < SHORT_SLEEP_SHARE * sleep_ns
 
 
 def _p90(values: list[float]) -> float:
@@ -373,7 +404,7 @@ class _WideSleep(_Sleep):
         """The kernel's GPU time per unit of its argument (each thread spins once per element
         it handles, and blocks may take more than one wave on a smaller GPU)."""
         elapsed = [measure(lambda: self._spin(self._slots, ns=self.CALIBRATION_NS)) for _ in range(3)]
-        measured = sorted(elapsed)[1]
+        measured = min(elapsed)  # a hold-up only adds time: the shortest is the sleep's own
         if measured > 0 and math.isfinite(measured):
             self._ns_per_unit = measured / self.CALIBRATION_NS
 

@@ -898,3 +898,19 @@ def test_the_imports_warmed_for_a_leaderboards_check_never_fail_the_harness(monk
     monkeypatch.setattr(harness_main, "WARM_IMPORTS", ("colorsys",))
     harness_main._warm_imports()
     assert "colorsys" in sys.modules
+
+
+def test_a_sleep_over_sooner_than_half_its_length_is_measured_again_from_its_shortest_reading() -> None:
+    from kernelcup.harness import timing
+
+    # A call that outlasted its sleep within 40 µs of the sleep's launch: a sleep asked for
+    # 1 ms lasted at most 40 µs, where one asked for 60 µs may have lasted all of it.
+    assert timing.sleep_ran_short(40_000.0, 1_000_000.0)
+    assert not timing.sleep_ran_short(40_000.0, 60_000.0)
+    # A call that waited on the GPU inside it returns after the whole sleep: never short.
+    assert not timing.sleep_ran_short(1_010_000.0, 1_000_000.0)
+
+    sleep = timing._WideSleep(lambda slots, ns: slots, torch.zeros(4))
+    readings = iter([90_000.0, 51_000.0, 1_500_000.0])  # two measurements held up on the host
+    sleep.calibrate(lambda run: next(readings))
+    assert sleep._ns_per_unit == pytest.approx(51_000.0 / timing._WideSleep.CALIBRATION_NS)
