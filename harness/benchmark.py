@@ -290,6 +290,9 @@ def time_case(
             "freed, work deferred or left to threads): counted in the time"
         )
         note = f"{note}; {counted}" if note else counted
+    said = short_sleep_note(readings + baseline)
+    if said:
+        note = f"{note}; {said}" if note else said
     summary = stats.summarize(times)
     result = stats.case_result(case, summary, note)
     result.timer_overhead_ns = overhead
@@ -297,6 +300,16 @@ def time_case(
     result.host_median_ns = _median([r.host_ns for r in readings]) if readings else None
     roofline(result, problem, case, gpu, session.device, label, l2_of(session))
     return CaseTiming(result, summary.median * 1e-9, times, note, host_spread=spread)
+
+
+def short_sleep_note(calls: list[Timed]) -> str:
+    """What a case says where calls proved the harness's sleep ran short (``timing.sleep_ran_short``):
+    those calls were timed at the host's pace, the rest after the sleep was measured again."""
+    shorts = sum(call.short_sleep for call in calls)
+    if not shorts:
+        return ""
+    calls_said = f"{shorts} call{'s' if shorts > 1 else ''}"
+    return f"the harness's launch-hiding sleep ran short of its length in {calls_said} and was measured again"
 
 
 def l2_of(session: Session) -> int:

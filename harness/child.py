@@ -347,6 +347,7 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
                         "host_ns": reading.host_ns,
                         "ran_out": reading.ran_out,
                         "gap_ns": reading.gap_ns,
+                        "short_sleep": reading.short_sleep,
                         **({"cores": pinned} if pinned is not None else {}),
                     }
                 )

@@ -92,13 +92,13 @@ class Process:
 
     child: Child
     session: Session
-    started_for: int  # the round it was started for (1: the first process, which ran the tests)
+    started_for: int  # the round it was started for (0: the first process, which ran the tests)
     startup_s: float | None = None
     ended: bool = False
 
     @property
     def label(self) -> str:
-        return "the first process" if self.started_for == 1 else f"a fresh process for round {self.started_for}"
+        return "the first process" if self.started_for == 0 else f"a fresh process for round {self.started_for}"
 
 
 class Children:
@@ -139,11 +139,11 @@ class Children:
     def start(self) -> Session:
         """The first process (the prepared one where it was started for this device), told its
         job; :meth:`wait_ready` waits for it, so the harness can read the leaderboard meanwhile."""
-        process = self._adopt(self.prepared.child or start_python_child(self.workspace, self.spec.device), 1)
+        process = self._adopt(self.prepared.child or start_python_child(self.workspace, self.spec.device), 0)
         if not wanted(self.spec.device, process.session.wait_started()):  # a standby for another device
             self._end(process)
             self.processes.remove(process)
-            process = self._adopt(start_python_child(self.workspace, self.spec.device), 1)
+            process = self._adopt(start_python_child(self.workspace, self.spec.device), 0)
             process.session.wait_started()
         self._reported_startup_s = process.session.startup_s
         self._load_sent = time.monotonic()
@@ -172,10 +172,8 @@ class Children:
         device = self.session.device
         begun = time.monotonic()
         self._end(self.current)
-        where = (
-            f"in a fresh process started for round {round_number} of the benchmarks "
-            "(the tests and the earlier rounds ran in an earlier one)"
-        )
+        earlier = "the tests and the earlier rounds" if round_number > 1 else "the tests"
+        where = f"in a fresh process started for round {round_number} of the benchmarks ({earlier} ran in another)"
         try:
             child = start_python_child(self.workspace, self.spec.device)
         except OSError as exc:

@@ -37,6 +37,7 @@ class Timed:
     call_ns: float = 0.0
     ran_out: bool = False  # the harness's sleep was over when the call returned (it waited on the GPU)
     gap_ns: float = 0.0  # the child's wall clock less the GPU's span of the sleep and the call (timing.Reading)
+    short_sleep: bool = False  # the call proved the sleep ran short; the child measured it again
 
 
 @dataclass
@@ -260,7 +261,16 @@ class Session:
         gap = message.get("gap_ns", wall - event)
         if not isinstance(gap, int | float) or not abs(gap) < 1e15:
             raise RunEnded(Status.FAILED, f"the submission's process sent impossible timings {self.activity}")
-        return Timed(event, wall, host, window, call, ran_out=message.get("ran_out") is True, gap_ns=float(gap))
+        return Timed(
+            event,
+            wall,
+            host,
+            window,
+            call,
+            ran_out=message.get("ran_out") is True,
+            gap_ns=float(gap),
+            short_sleep=message.get("short_sleep") is True,
+        )
 
     def ship(self, max_payload: int) -> Shipped:
         self._send({"op": "ship"})

@@ -93,6 +93,7 @@ class Reading:
     # the same stretch (the sleep and the call) does not explain: launch and wake-up latency, and
     # work the events missed. Independent of the sleep's length, which changes within a case.
     gap_ns: float = 0.0
+    short_sleep: bool = False  # GPU: the call proved the sleep ran short of its length; it was measured again
 
 
 class CpuTimer:
@@ -277,11 +278,12 @@ class CudaTimer:
         for joined in busy:
             event_ns = max(event_ns, self._elapsed_ms(self._start, joined) * 1e6)
             span_ns = max(span_ns, self._elapsed_ms(self._before, joined) * 1e6)
-        if ran_out and sleep_ran_short(float(t2 - t0), slept_ns):
+        short = ran_out and sleep_ran_short(float(t2 - t0), slept_ns)
+        if short:
             # Measured again (it reuses the events, read above) for the calls after this one.
             self._sleep.calibrate(self._measure)
             self.recalibrations += 1
-        return Reading(output, event_ns, float(t3 - t0), float(t2 - t1), ran_out, float(t3 - t0) - span_ns)
+        return Reading(output, event_ns, float(t3 - t0), float(t2 - t1), ran_out, float(t3 - t0) - span_ns, short)
 
     def time_aligned(self, function: Callable[[Any], Any], data: Any, align: Callable[[], None]) -> Reading:
         """A multi-GPU rank's call (``harness/rank_child.py``): L2 flushed, then ``align`` (the

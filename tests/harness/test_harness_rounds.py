@@ -80,7 +80,16 @@ def test_each_ranked_round_runs_in_a_fresh_process(runs: dict[str, HarnessRun]) 
     assert len(tokens) >= 2 and len(set(tokens)) == len(tokens)  # one import per process
     # Each process's output is marked as its own.
     assert "[kernelcup: stdout of process 1 of" in result.stdout
-    assert "a fresh process for round 2]" in result.stdout
+    assert "a fresh process for round 1]" in result.stdout and "a fresh process for round 2]" in result.stdout
+
+
+def test_no_ranked_round_runs_in_the_process_that_ran_the_tests(runs: dict[str, HarnessRun]) -> None:
+    """Every round starts alike: in its own process, never after the tests in theirs."""
+    result = runs["ranked"].outcome()
+    tokens = _tokens(result.stdout)
+    assert len(tokens) == 1 + benchmark.RANKED_ROUNDS or len(tokens) == 2 + benchmark.RANKED_ROUNDS  # a third round
+    first = result.stdout.split("[kernelcup: stdout of ")[1]
+    assert first.startswith("process 1 of") and "the first process" in first.splitlines()[0]
 
 
 def test_every_process_of_a_ranked_job_times_on_the_one_core_chosen(runs: dict[str, HarnessRun]) -> None:
@@ -126,7 +135,7 @@ def test_a_ranked_case_carries_its_rounds_medians_inside_its_interval(runs: dict
 def test_an_exception_in_a_fresh_process_names_its_round(runs: dict[str, HarnessRun]) -> None:
     result = runs["raise"].outcome()
     assert result.status is Status.CRASHED, result.verdict
-    assert "round 2 (in a fresh process)" in result.verdict and "broken in a later process" in result.verdict
+    assert "round 1 (in a fresh process)" in result.verdict and "broken in a later process" in result.verdict
     assert len(result.tests) == 3 and all(test.passed for test in result.tests)
     assert "PROCESS later=False" in result.stdout and "PROCESS later=True" in result.stdout
 
@@ -135,13 +144,13 @@ def test_a_fresh_process_that_dies_while_loading_is_a_crash_naming_its_round(run
     result = runs["exit"].outcome()
     assert result.status is Status.CRASHED, result.verdict
     assert "exited with code 3 while loading the submission" in result.verdict
-    assert "in a fresh process started for round 2" in result.verdict
+    assert "in a fresh process started for round 1 of the benchmarks (the tests ran in another)" in result.verdict
 
 
 def test_a_fresh_process_that_never_loads_times_out_naming_its_round(runs: dict[str, HarnessRun]) -> None:
     result = runs["hang"].outcome()
     assert result.status is Status.TIMED_OUT, result.verdict
-    assert "while loading the submission, in a fresh process started for round 2" in result.verdict
+    assert "while loading the submission, in a fresh process started for round 1" in result.verdict
     assert result.duration_s < 30
 
 

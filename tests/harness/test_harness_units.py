@@ -914,3 +914,13 @@ def test_a_sleep_over_sooner_than_half_its_length_is_measured_again_from_its_sho
     readings = iter([90_000.0, 51_000.0, 1_500_000.0])  # two measurements held up on the host
     sleep.calibrate(lambda run: next(readings))
     assert sleep._ns_per_unit == pytest.approx(51_000.0 / timing._WideSleep.CALIBRATION_NS)
+
+
+def test_a_case_says_how_many_calls_found_the_sleep_short() -> None:
+    from kernelcup.harness import benchmark
+    from kernelcup.harness.session import Timed
+
+    plain = Timed(3_000.0, 60_000.0, 23_000.0, 90_000.0)
+    short = dataclasses.replace(plain, event_ns=40_000.0, ran_out=True, short_sleep=True)
+    assert benchmark.short_sleep_note([plain] * 5) == ""
+    assert "in 2 calls and was measured again" in benchmark.short_sleep_note([plain, short, short])
