@@ -3,9 +3,9 @@
 A GPU can run a kernel a few percent faster or slower for the whole life of a process (on an
 H100: a histogram case 4.0%, conv2d 1.3% between two processes, while rounds inside one process
 agree to 0.01%). Rounds that share a process share its mode, so a ranked run times each round
-in a fresh process: the first round in the process that ran the tests (already warm), each
-later one in a new process started, loaded and waited for *between* rounds, never while a
-round is being timed (it would compete for the CPU and the GPU). Each start-up counts against
+in a fresh process, the first round too (not in the process that ran the tests, whose
+compiles and caches were made for the tests' sizes): each one started, loaded and waited for
+*between* rounds, never while a round is being timed (it would compete for the CPU and the GPU). Each start-up counts against
 the job's budget; where too little is left for one, the round runs in the current process.
 
 Every process is brought up the same way (``load`` order, ``ready``) in the same workspace and
