@@ -5,8 +5,9 @@ H100: a histogram case 4.0%, conv2d 1.3% between two processes, while rounds ins
 agree to 0.01%). Rounds that share a process share its mode, so a ranked run times each round
 in a fresh process, the first round too (not in the process that ran the tests, whose
 compiles and caches were made for the tests' sizes): each one started, loaded and waited for
-*between* rounds, never while a round is being timed (it would compete for the CPU and the GPU). Each start-up counts against
-the job's budget; where too little is left for one, the round runs in the current process.
+*between* rounds, never while a round is being timed (it would compete for the CPU and the
+GPU). Each start-up counts against the job's budget; where too little is left for one, the
+round runs in the current process.
 
 Every process is brought up the same way (``load`` order, ``ready``) in the same workspace and
 sandbox, and learns no more than the first: seeds still come one at a time with each order.

@@ -245,11 +245,24 @@ def test_the_interval_of_rounds_in_two_processes_covers_both_medians() -> None:
 
 
 def test_agreeing_rounds_keep_the_pooled_interval() -> None:
-    first = _round([100.0 + (i % 7) for i in range(50)], process=1)
-    second = _round([100.5 + (i % 7) for i in range(50)], process=2)
+    first = _round([100.0 + 3 * (i % 7) for i in range(50)], process=1)
+    second = _round([100.5 + 3 * (i % 7) for i in range(50)], process=2)
     pooled = stats.summarize(first.times + second.times)
+    assert pooled.ci_high - pooled.ci_low > 2 * benchmark.JOB_SPREAD * pooled.median  # wider than the floor
     combined = _combine([first, second]).result
     assert (combined.ci_low_ns, combined.ci_high_ns) == (pooled.ci_low, pooled.ci_high)
+
+
+def test_no_interval_is_narrower_than_jobs_of_the_same_code_land_apart() -> None:
+    # Two steady rounds that agree to 0.01%: a job's own interval would be ±0.02%, yet the next
+    # job may land 1% away (the GPU's per-process modes); at least ±0.5% either side ties them.
+    first = _round([1000.0 + 0.01 * (i % 5) for i in range(40)], process=1)
+    second = _round([1000.1 + 0.01 * (i % 5) for i in range(40)], process=2)
+    combined = _combine([first, second]).result
+    assert combined.median_ns is not None
+    assert combined.ci_low_ns == pytest.approx(combined.median_ns * (1 - benchmark.JOB_SPREAD))
+    assert combined.ci_high_ns == pytest.approx(combined.median_ns * (1 + benchmark.JOB_SPREAD))
+    assert combined.message == ""  # nothing to say: it is how far any job of it may land
 
 
 def test_the_dropped_round_is_not_among_the_kept_medians() -> None:
