@@ -161,9 +161,7 @@ def combine_rounds(
     calls to their spread either side (``host_spread``: a job's rounds do not show how far the
     next job may land)."""
     if len(rounds) == 1:
-        if rounds[0].host_spread:
-            widen_host_bound(rounds[0].result, rounds[0].host_spread)
-        at_least(rounds[0].result, JOB_SPREAD)
+        widen(rounds[0].result, rounds[0].host_spread)
         return rounds[0]
     kept = list(rounds)
     if len(kept) >= 3:
@@ -184,9 +182,7 @@ def combine_rounds(
     result.ci_low_ns = min([summary.ci_low, *result.round_median_ns])
     result.ci_high_ns = max([summary.ci_high, *result.round_median_ns])
     spread = max(r.host_spread for r in kept)
-    if spread:
-        widen_host_bound(result, spread)
-    at_least(result, JOB_SPREAD)
+    widen(result, spread)
     overheads = [r.result.timer_overhead_ns for r in kept if r.result.timer_overhead_ns is not None]
     result.timer_overhead_ns = _median(overheads) if overheads else None
     hosts = [r.result.host_median_ns for r in kept if r.result.host_median_ns is not None]
@@ -209,6 +205,14 @@ def host_spread(readings: list[Timed], device: str) -> float:
         return 0.0
     waited = sum(r.ran_out for r in readings)
     return HOST_SYNC_SPREAD if 2 * waited > len(readings) else HOST_BOUND_SPREAD
+
+
+def widen(result: CaseResult, host_spread: float) -> None:
+    """A case's interval as published: at least a host-bound case's spread (saying why), and at
+    least ``JOB_SPREAD`` for every case."""
+    if host_spread:
+        widen_host_bound(result, host_spread)
+    at_least(result, JOB_SPREAD)
 
 
 def at_least(result: CaseResult, spread: float) -> None:

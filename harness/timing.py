@@ -156,7 +156,6 @@ class CudaTimer:
         self.sleep_ns = float(MIN_SLEEP_NS)
         self._lead_sleep: Callable[[int], None] = c._cuda_sleep
         self._sleep: _Sleep = _WideSleep.build(device_index) or _ThreadSleep(c._cuda_sleep)
-        self.recalibrations = 0  # the sleep was found running short and measured again
         self.side_streams_timed = isinstance(self._sleep, _WideSleep)
         self._side = SideStreams(device_index, event_type) if self.side_streams_timed else None
         self._join_ns: list[float] = []  # host time of recent calls' queries and joins (after the call)
@@ -282,7 +281,6 @@ class CudaTimer:
         if short:
             # Measured again (it reuses the events, read above) for the calls after this one.
             self._sleep.calibrate(self._measure)
-            self.recalibrations += 1
         return Reading(output, event_ns, float(t3 - t0), float(t2 - t1), ran_out, float(t3 - t0) - span_ns, short)
 
     def time_aligned(self, function: Callable[[Any], Any], data: Any, align: Callable[[], None]) -> Reading:

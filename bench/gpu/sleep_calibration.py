@@ -64,10 +64,10 @@ def main() -> None:
             good = sleep._ns_per_unit
             sleep._ns_per_unit = good * wrong
         timer.sleep_ns = 60_000.0
-        timer.recalibrations = 0
-        readings = [timer.time_call(lambda x: x + 1, data).event_ns / 1e3 for _ in range(200)]
+        calls = [timer.time_call(lambda x: x + 1, data) for _ in range(200)]
+        readings = [call.event_ns / 1e3 for call in calls]
         print(
-            f"calibration off {wrong:g}x: measured again {timer.recalibrations} times; first calls "
+            f"calibration off {wrong:g}x: measured again {sum(c.short_sleep for c in calls)} times; first calls "
             f"{[round(r, 1) for r in readings[:5]]} µs; "
             f"median of calls 20-200 {statistics.median(readings[20:]):.2f} µs; "
             f"sleep asked {timer.sleep_ns / 1e3:.0f} µs"
