@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import math
@@ -924,3 +925,101 @@ def test_a_case_says_how_many_calls_found_the_sleep_short() -> None:
     short = dataclasses.replace(plain, event_ns=40_000.0, ran_out=True, short_sleep=True)
     assert benchmark.short_sleep_note([plain] * 5) == ""
     assert "in 2 calls and was measured again" in benchmark.short_sleep_note([plain, short, short])
+
+
+class _Event:
+    def __init__(self) -> None:
+        self.at: float | None = None  # GPU time it ran, ns
+
+
+class _ModelGpu:
+    """One stream's queue against a host clock, in ns: enough of a GPU to follow the order in
+    which ``CudaTimer.time_call`` records its events, runs its sleep and joins the pool streams.
+    Each launch or record costs the host ``launch_ns`` and reaches the GPU ``latency_ns`` later;
+    a synchronize returns ``wake_ns`` after the GPU is done."""
+
+    def __init__(self, launch_ns: float = 2_000.0, latency_ns: float = 4_000.0, wake_ns: float = 3_000.0) -> None:
+        self.host = 0.0
+        self.free = 0.0  # when the GPU is done with what is queued
+        self.launch_ns, self.latency_ns, self.wake_ns = launch_ns, latency_ns, wake_ns
+
+    def now(self) -> int:
+        return int(self.host)
+
+    def queue(self, duration_ns: float) -> float:
+        start = max(self.host + self.latency_ns, self.free)
+        self.free = start + duration_ns
+        self.host += self.launch_ns
+        return start
+
+    def record(self, event: _Event, stream: object) -> None:
+        event.at = self.queue(0.0)
+
+    def done(self, event: _Event) -> bool:
+        return event.at is not None and event.at <= self.host
+
+    def elapsed_ms(self, a: _Event, b: _Event) -> float:
+        assert a.at is not None and b.at is not None
+        return (b.at - a.at) / 1e6
+
+    def synchronize(self) -> None:
+        self.host = max(self.host, self.free) + self.wake_ns
+
+
+def _model_timer(gpu: _ModelGpu, join_ns: list[float]) -> Any:
+    """A real ``CudaTimer`` whose CUDA primitives are the model's; the pool queries after each
+    call cost the host ``join_ns[i]`` on call ``i``."""
+    from kernelcup.harness import timing
+
+    class Sleep(timing._Sleep):
+        def calibrate(self, measure: Any) -> None:
+            pass
+
+        def run(self, ns: float) -> None:
+            gpu.queue(ns)
+
+    class Joins:
+        calls = 0
+
+        def join_busy(self) -> list[Any]:
+            gpu.host += join_ns[min(Joins.calls, len(join_ns) - 1)]
+            Joins.calls += 1
+            return []
+
+        join_handed_out = join_busy
+
+    timer: Any = timing.CudaTimer.__new__(timing.CudaTimer)
+    timer._now, timer._synchronize, timer._record = gpu.now, gpu.synchronize, gpu.record
+    timer._elapsed_ms, timer._event_done = gpu.elapsed_ms, gpu.done
+    timer._before, timer._start, timer._end = _Event(), _Event(), _Event()
+    timer._stream, timer._stream_ids, timer._set_stream = None, {}, lambda **ids: None
+    timer.flush_l2 = lambda: None
+    timer._sleep, timer._side = Sleep(), Joins()
+    timer._join_ns, timer._ran_out = [], collections.deque(maxlen=timing.RAN_OUT_WINDOW)
+    timer.sleep_ns = 60_000.0
+    return timer
+
+
+def _add(gpu: _ModelGpu, host_ns: float, kernel_ns: float) -> Any:
+    def call(data: Any) -> Any:
+        gpu.host += host_ns
+        gpu.queue(kernel_ns)
+        return data
+
+    return call
+
+
+def test_joins_that_outlast_the_sleep_are_not_timed_with_the_call_and_grow_the_sleep() -> None:
+    # A 5 µs kernel whose launch takes 20 µs of host time, under a 60 µs sleep: the pool
+    # queries after the call take 10 µs, then 150 µs for two calls (the host slowed).
+    gpu = _ModelGpu()
+    timer = _model_timer(gpu, [10_000.0, 150_000.0, 150_000.0, 10_000.0])
+    call = _add(gpu, 20_000.0, 5_000.0)
+    readings = [timer.time_call(call, None) for _ in range(4)]
+    assert [r.event_ns for r in readings] == [pytest.approx(5_000.0)] * 4  # the kernel alone, every call
+    assert not any(r.ran_out for r in readings)
+    # The first slow call waited on its own joins; from the next on, the sleep covers them.
+    assert readings[1].gap_ns > readings[0].gap_ns + 50_000.0
+    assert timer.sleep_ns >= 1.25 * (2_000.0 * 4 + 20_000.0 + 150_000.0)
+    assert readings[2].gap_ns == pytest.approx(readings[0].gap_ns)
+    assert readings[3].gap_ns == pytest.approx(readings[0].gap_ns)
