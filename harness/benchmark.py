@@ -150,10 +150,11 @@ def _relative_ci(result: CaseResult) -> float:
 
 
 def combine_rounds(
-    rounds: list[CaseTiming], problem: Problem, case: Case, gpu: GpuInfo, device: str, label: str, l2_bytes: int
+    rounds: list[CaseTiming], problem: Problem | None, case: Case, gpu: GpuInfo, device: str, label: str, l2_bytes: int
 ) -> CaseTiming:
     """One case's result from its rounds: all samples pooled, without the round farthest from
-    the others when there are three.
+    the others when there are three. ``problem``: for the roofline and its floor (None: a
+    multi-GPU job, which has neither).
 
     The pooled interval alone would only say how well the samples pin down their median; rounds
     run in separate processes, and a process can be a few percent fast or slow for its whole
@@ -187,7 +188,8 @@ def combine_rounds(
     result.timer_overhead_ns = _median(overheads) if overheads else None
     hosts = [r.result.host_median_ns for r in kept if r.result.host_median_ns is not None]
     result.host_median_ns = _median(hosts) if hosts else None
-    roofline(result, problem, case, gpu, device, label, l2_bytes)
+    if problem is not None:
+        roofline(result, problem, case, gpu, device, label, l2_bytes)
     return CaseTiming(result, summary.median * 1e-9, times, result.message, host_spread=spread)
 
 

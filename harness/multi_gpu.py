@@ -11,9 +11,12 @@ one derived seed per call), inputs are generated twice and fingerprinted, output
 bytes and are checked by the harness's own reference ranks, never in the submission's
 processes. Timing: each call starts on every rank after one barrier and a device synchronize;
 the call's time is the slowest rank's, and the case's per-rank medians are kept beside it.
-What does not (yet): the no-op baseline, the timer-overhead subtraction, the clock
-cross-checks and the roofline floor of ``harness/benchmark.py``, and ranked mode's second
-round (one round, with the ranked stop rule).
+Ranked mode times its cases in two rounds, each in a fresh group of rank processes where the
+time left allows (as single-GPU rounds each run in a fresh process, ``harness/run.py``): the
+rounds are pooled, and each case's interval covers both rounds' medians and at least
+``benchmark.JOB_SPREAD`` either side. What does not carry over (yet): the no-op baseline, the
+timer-overhead subtraction, the clock cross-checks and the roofline floor of
+``harness/benchmark.py``, and a third round where two disagree.
 """
 
 from __future__ import annotations
@@ -23,9 +26,9 @@ import random
 import time
 from typing import Any
 
+from kernelcup.harness import benchmark, scoring, stats
 from kernelcup.harness import fingerprint as fp
-from kernelcup.harness import scoring, stats
-from kernelcup.harness.benchmark import BENCHMARK_PLAN, RANKED_PLAN
+from kernelcup.harness.benchmark import BENCHMARK_PLAN, RANKED_PLAN, CaseTiming
 from kernelcup.harness.rank_group import RankGroup, free_port
 from kernelcup.harness.reporting import Emit
 from kernelcup.harness.seeds import SeedPlan
@@ -37,6 +40,9 @@ WARMUP_CALLS = {Mode.BENCHMARK: 3, Mode.RANKED: 5}
 # Work that outlived a rank's CUDA events (seen by the wall clock after a device synchronize)
 # beyond this is counted: the rank's time is then its wall time.
 OUTLIVED_NS = 50_000.0
+# A ranked round starts its own group of ranks where the time left holds this many starts like
+# the job's first (and the round's cases their shares besides).
+FRESH_STARTS_NEEDED = 3.0
 
 
 def resolve_device(spec: JobSpec) -> str:
@@ -71,13 +77,56 @@ def rank_cards(world_size: int, device: str, infos: list[dict[str, Any]]) -> lis
     return lines
 
 
+class Groups:
+    """The job's groups of rank processes, one at a time: the tests' and, in ranked mode, a
+    fresh one for each round where time allows. Their output is kept in order."""
+
+    def __init__(self, spec: JobSpec, workspace: Workspace, result: Result, device: str, deadline: float) -> None:
+        self.spec, self.workspace, self.result, self.device, self.deadline = spec, workspace, result, device, deadline
+        self.current: RankGroup | None = None
+        self.started = 0  # groups started so far: the current one's number
+        self.startup_s = 0.0  # the first group's start, until its ranks were ready
+        self._outputs: list[tuple[str, str]] = []
+
+    def start(self) -> RankGroup:
+        """End the current group, if any, and start a new one with the submission loaded."""
+        self.finish()
+        begun = time.monotonic()
+        group = RankGroup(self.workspace, self.spec.task.world_size, self.device, self.deadline, self.spec.timeout_s)
+        self.current = group
+        self.started += 1
+        group.start()
+        _start(self.spec, self.workspace, group, self.result, self.device)
+        if self.started == 1:
+            self.startup_s = time.monotonic() - begun
+        return group
+
+    def fresh_affordable(self) -> bool:
+        return self.deadline - time.monotonic() >= FRESH_STARTS_NEEDED * self.startup_s
+
+    def finish(self) -> None:
+        if self.current is None:
+            return
+        group, self.current = self.current, None
+        group.finish()
+        self._outputs.append(group.output_text())
+
+    def output_text(self) -> tuple[str, str]:
+        """Every group's output; where there were several, each headed by its number."""
+        if len(self._outputs) == 1:
+            return self._outputs[0]
+        return tuple(  # type: ignore[return-value]
+            "".join(f"[ranks started {n + 1}]\n{pair[which]}" for n, pair in enumerate(self._outputs) if pair[which])
+            for which in (0, 1)
+        )
+
+
 def run(spec: JobSpec, workspace: Workspace, result: Result, emit: Emit, deadline: float) -> None:
     world_size = spec.task.world_size
     device = resolve_device(spec)
-    group = RankGroup(workspace, world_size, device, deadline, spec.timeout_s)
+    groups = Groups(spec, workspace, result, device, deadline)
     try:
-        group.start()
-        _start(spec, workspace, group, result, device)
+        group = groups.start()
         seeds = SeedPlan(spec.secret_seed if spec.mode is Mode.RANKED else None)
         _run_tests(spec, group, seeds, result, emit)
         if spec.mode in (Mode.TEST, Mode.PROFILE):
@@ -86,10 +135,10 @@ def run(spec: JobSpec, workspace: Workspace, result: Result, emit: Emit, deadlin
             if spec.mode is Mode.PROFILE:
                 result.verdict += " (profile mode is not available for multi-GPU leaderboards: tests only)"
             return
-        _run_benchmarks(spec, group, seeds, result, emit, deadline)
+        _run_benchmarks(spec, groups, seeds, result, emit, deadline)
     finally:
-        group.finish()
-        result.stdout, result.stderr = (text[-16 * 1024 :] for text in group.output_text())
+        groups.finish()
+        result.stdout, result.stderr = (text[-16 * 1024 :] for text in groups.output_text())
 
 
 def _start(spec: JobSpec, workspace: Workspace, group: RankGroup, result: Result, device: str) -> None:
@@ -197,20 +246,24 @@ def _timed_call(group: RankGroup, per_rank: list[dict[str, Any]]) -> list[float]
 
 def _time_case(
     spec: JobSpec, group: RankGroup, seeds: SeedPlan, case: dict[str, Any], label: str, seconds: float,
-    rng: random.Random,
-) -> tuple[CaseResult, float]:
+    rng: random.Random, round_index: int = 0,
+) -> tuple[list[float], list[list[float]]]:
+    """One case's timed calls (each its slowest rank's time) and every rank's own, in ns.
+
+    Each round draws its own inputs, as single-GPU rounds do."""
     ranked = spec.mode is Mode.RANKED
     plan = RANKED_PLAN if ranked else BENCHMARK_PLAN
+    tag = f"-round{round_index}" if round_index else ""
     group.activity = f"while warming up {label}"
     for index in range(WARMUP_CALLS.get(spec.mode, 3)):
-        _timed_call(group, _rank_kwargs(seeds.case(case, "warmup", index), group.world_size))
+        _timed_call(group, _rank_kwargs(seeds.case(case, "warmup" + tag, index), group.world_size))
     group.activity = f"in {label}"
     calls: list[float] = []
     per_rank: list[list[float]] = [[] for _ in range(group.world_size)]
     started = time.monotonic()
     index = 0
     while True:
-        kwargs = seeds.case(case, "bench", index)
+        kwargs = seeds.case(case, "bench" + tag, index)
         times = _timed_call(group, _rank_kwargs(kwargs, group.world_size))
         if index == 0 or rng.random() < plan.recheck_probability:
             ok, message = _summary(_checked_call(group, _rank_kwargs(kwargs, group.world_size), None))
@@ -223,39 +276,81 @@ def _time_case(
         elapsed = time.monotonic() - started
         if stats.should_stop(calls, elapsed, plan.rule) or (elapsed >= seconds and index >= 2):
             break
+    return calls, per_rank
+
+
+def _case_timing(
+    case: dict[str, Any], calls: list[float], per_rank: list[list[float]], group_number: int
+) -> CaseTiming:
     summary = stats.summarize(calls)
-    note = ""
-    medians = [stats.median(sorted(values)) for values in per_rank]
-    if max(medians) > 1.05 * min(medians):
+    outcome = stats.case_result(case, summary, "")
+    outcome.rank_median_ns = [stats.median(sorted(values)) for values in per_rank]
+    return CaseTiming(outcome, summary.median * 1e-9, calls, process=group_number)
+
+
+def _slowest_rank(result: CaseResult) -> None:
+    """Say which rank was the slowest where the ranks' medians differ by more than 5%."""
+    medians = result.rank_median_ns
+    if medians and max(medians) > 1.05 * min(medians):
         slowest = max(range(len(medians)), key=lambda rank: medians[rank])
-        note = f"rank {slowest} was the slowest ({format_seconds(medians[slowest] * 1e-9)} median)"
-    outcome = stats.case_result(case, summary, note)
-    outcome.rank_median_ns = medians
-    return outcome, summary.median * 1e-9
+        said = f"rank {slowest} was the slowest ({format_seconds(medians[slowest] * 1e-9)} median)"
+        result.message = f"{result.message}; {said}" if result.message else said
 
 
 def _run_benchmarks(
-    spec: JobSpec, group: RankGroup, seeds: SeedPlan, result: Result, emit: Emit, deadline: float
+    spec: JobSpec, groups: Groups, seeds: SeedPlan, result: Result, emit: Emit, deadline: float
 ) -> None:
     cases = spec.task.benchmarks
     if not cases:
         raise RunEnded(Status.ERROR, "the leaderboard defines no benchmarks")
     rng = random.Random(os.urandom(16))
-    plan = RANKED_PLAN if spec.mode is Mode.RANKED else BENCHMARK_PLAN
-    emit(Progress("benchmarking", 0, len(cases)))
+    ranked = spec.mode is Mode.RANKED
+    plan = RANKED_PLAN if ranked else BENCHMARK_PLAN
+    rounds = benchmark.RANKED_ROUNDS if ranked else 1
+    emit(Progress("benchmarking", 0, rounds * len(cases)))
+    timings: list[list[CaseTiming]] = [[] for _ in cases]
+    per_rank: list[list[list[float]]] = [[[] for _ in range(spec.task.world_size)] for _ in cases]
+    rounds_run = 0
+    for round_index in range(rounds):
+        fresh = ranked and groups.fresh_affordable()
+        if round_index > 0 and not fresh and deadline - time.monotonic() < groups.startup_s:
+            break  # no time for another round: scored on the rounds it has, and saying so
+        if fresh:
+            groups.start()
+        group = groups.current
+        assert group is not None
+        for index, case in enumerate(cases):
+            label = f"benchmark {index + 1} of {len(cases)} ({describe_case(case)})"
+            if rounds > 1:
+                label += f", round {round_index + 1}" + (" (ranks started afresh)" if fresh else "")
+            slots_left = (rounds - round_index) * len(cases) - index
+            starts_left = rounds - 1 - round_index
+            left_s = deadline - time.monotonic() - starts_left * FRESH_STARTS_NEEDED * groups.startup_s
+            seconds = min(plan.rule.max_seconds, 0.85 * max(0.0, left_s) / slots_left)
+            calls, ranks = _time_case(spec, group, seeds, case, label, seconds, rng, round_index)
+            timings[index].append(_case_timing(case, calls, ranks, groups.started))
+            for rank, values in enumerate(ranks):
+                per_rank[index][rank].extend(values)
+            emit(Progress("benchmarking", round_index * len(cases) + index + 1, rounds * len(cases)))
+        rounds_run += 1
     medians: list[float] = []
     for index, case in enumerate(cases):
         label = f"benchmark {index + 1} of {len(cases)} ({describe_case(case)})"
-        seconds = min(plan.rule.max_seconds, 0.85 * (deadline - time.monotonic()) / (len(cases) - index))
-        outcome, median_s = _time_case(spec, group, seeds, case, label, seconds, rng)
-        result.benchmarks.append(outcome)
-        medians.append(median_s)
-        emit(Progress("benchmarking", index + 1, len(cases)))
+        combined = benchmark.combine_rounds(timings[index], None, case, spec.gpu, groups.device, label, 0)
+        combined.result.rank_median_ns = [stats.median(sorted(values)) for values in per_rank[index]]
+        _slowest_rank(combined.result)
+        result.benchmarks.append(combined.result)
+        medians.append(combined.median_s)
     score_s = scoring.score(result, spec.task.ranking_by, medians)
     result.status = Status.PASSED
-    what = "ranked score" if spec.mode is Mode.RANKED else "score"
+    what = "ranked score" if ranked else "score"
     result.verdict = (
-        f"all {len(result.tests)} tests passed on {group.world_size} ranks; {what} "
+        f"all {len(result.tests)} tests passed on {spec.task.world_size} ranks; {what} "
         f"{format_seconds(score_s)} ({spec.task.ranking_by} of {len(medians)} benchmark medians, "
         "each call timed as its slowest rank)"
     )
+    if rounds_run < rounds:
+        result.verdict += (
+            f"; timed in {rounds_run} round{'s' if rounds_run > 1 else ''} of {rounds}: too little time was left "
+            "to start the ranks again"
+        )

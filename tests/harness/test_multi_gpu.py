@@ -47,7 +47,10 @@ def runs() -> dict[str, HarnessRun]:
         "raises": leaderboard_spec(ALLREDUCE, _fixture("rank1_raises"), timeout_s=60),
         "hunter": leaderboard_spec(ALLREDUCE, _fixture("secret_hunter"), Mode.RANKED, timeout_s=120,
                                    secret_seed=SECRET),
+        "rounds": leaderboard_spec(ALLREDUCE, _fixture("says_its_process"), Mode.RANKED, timeout_s=120,
+                                   secret_seed=SECRET),
     }
+    specs["rounds"].task.benchmarks = specs["rounds"].task.tests[-2:]
     specs["hunter"].task.benchmarks = specs["hunter"].task.tests[-1:]
     batch: dict[str, HarnessRun] = run_many(specs)
     return batch
@@ -66,6 +69,26 @@ def test_a_multi_gpu_leaderboard_ranks_with_every_ranks_time(name: str, runs: di
         assert len(case.rank_median_ns) == 2
         # a call's time is its slowest rank's, so the case's median is at least each rank's
         assert case.median_ns is not None and case.median_ns >= 0.99 * min(case.rank_median_ns)
+
+
+def test_each_ranked_round_of_a_multi_gpu_job_starts_its_ranks_afresh(runs: dict[str, HarnessRun]) -> None:
+    # As single-GPU rounds: a process can be a few percent fast or slow for its whole life (the
+    # H100's modes), and a group that ran the tests has compiled and cached for their sizes.
+    result = runs["rounds"].outcome()
+    assert result.status is Status.PASSED, result.verdict
+    assert "round" not in result.verdict  # both rounds ran
+    loaded = [line for line in result.stdout.splitlines() if line.startswith("submission loaded in process")]
+    # The tests' ranks, then round 1's and round 2's, 2 ranks each (each group in its own PID
+    # namespace under the sandbox, so the numbers repeat).
+    assert len(loaded) == 3 * 2, result.stdout
+    assert "[ranks started 3]" in result.stdout
+    for case in result.benchmarks:
+        assert len(case.round_median_ns) == 2 and len(case.rank_median_ns) == 2
+        assert case.median_ns is not None and case.ci_low_ns is not None and case.ci_high_ns is not None
+        # the interval covers both rounds' medians, and at least the job-to-job floor either side
+        assert case.ci_low_ns <= min(case.round_median_ns) and case.ci_high_ns >= max(case.round_median_ns)
+        assert case.ci_low_ns <= 0.995 * case.median_ns and case.ci_high_ns >= 1.005 * case.median_ns
+        assert "process" not in case.message  # every round had ranks of its own
 
 
 def test_a_rank_that_never_joins_the_collective_times_out_by_name_and_leaves_nothing() -> None:
