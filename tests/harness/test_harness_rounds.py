@@ -239,9 +239,12 @@ def test_the_interval_of_rounds_in_two_processes_covers_both_medians() -> None:
     pooled = stats.summarize(fast.times + slow.times)
     combined = _combine([fast, slow]).result
     assert combined.round_median_ns == [100.2, 104.2]
-    assert combined.ci_low_ns == 100.2 and combined.ci_high_ns == 104.2
+    assert combined.ci_low_ns is not None and combined.ci_high_ns is not None
+    assert combined.ci_low_ns <= 100.2 and combined.ci_high_ns >= 104.2
+    assert combined.ci_low_ns >= 100.0 and combined.ci_high_ns <= 104.4  # no wider than the calls
     assert combined.ci_low_ns < pooled.ci_low or combined.ci_high_ns > pooled.ci_high
-    assert combined.median_ns == pooled.median and combined.message == ""
+    # Each process's calls are a speed of their own (benchmark.other_speeds), and it says so.
+    assert combined.median_ns == pooled.median and "more than one speed" in combined.message
 
 
 def test_agreeing_rounds_keep_the_pooled_interval() -> None:

@@ -1023,3 +1023,53 @@ def test_joins_that_outlast_the_sleep_are_not_timed_with_the_call_and_grow_the_s
     assert timer.sleep_ns >= 1.25 * (2_000.0 * 4 + 20_000.0 + 150_000.0)
     assert readings[2].gap_ns == pytest.approx(readings[0].gap_ns)
     assert readings[3].gap_ns == pytest.approx(readings[0].gap_ns)
+
+
+def _speeds(rng: random.Random, count: int, centre_ns: float) -> list[float]:
+    return [centre_ns * (1 + rng.uniform(-0.003, 0.003)) for _ in range(count)]
+
+
+def test_calls_at_two_speeds_range_over_both_so_two_jobs_of_one_submission_tie() -> None:
+    from kernelcup.harness import benchmark
+    from kernelcup.harness.spec import GpuInfo
+
+    # vectoradd's 10000² case on an H100: one job ran 18% of its calls near 199 µs and the rest
+    # near 229 µs, the next 36% near 229 µs and the rest near 200 µs (medians 228.9, 200.5 µs).
+    rng = random.Random(7)
+    slow = _speeds(rng, 60, 229_000.0) + _speeds(rng, 13, 199_000.0)
+    fast = _speeds(rng, 145, 200_500.0) + _speeds(rng, 82, 229_000.0)
+    published = []
+    for times in (slow, fast):
+        halves = [_round(times[0::2]), _round(times[1::2])]  # two rounds of the same mixture
+        combined = benchmark.combine_rounds(halves, _NoWork(), {"size": 1}, GpuInfo(), "cuda", "b", 0)  # type: ignore[arg-type]
+        published.append(combined.result)
+    (low_slow, high_slow), (low_fast, high_fast) = ((r.ci_low_ns, r.ci_high_ns) for r in published)
+    assert low_slow is not None and high_slow is not None and low_fast is not None and high_fast is not None
+    assert published[0].median_ns is not None and published[0].median_ns > 225_000.0
+    assert published[1].median_ns is not None and published[1].median_ns < 205_000.0
+    assert low_slow < 200_000.0 and high_fast > 228_000.0  # each covers the other speed...
+    assert low_slow <= high_fast and low_fast <= high_slow  # ...so the two jobs tie
+    assert "18% of its calls ran near 199" in published[0].message and "more than one speed" in published[0].message
+    assert "36% of its calls ran near 229" in published[1].message
+    # One job, one round (benchmark mode): the same.
+    single = benchmark.combine_rounds([_round(slow)], _NoWork(), {"size": 1}, GpuInfo(), "cuda", "b", 0)  # type: ignore[arg-type]
+    assert single.result.ci_low_ns is not None and single.result.ci_low_ns < 200_000.0
+
+
+def test_a_long_tail_or_a_few_slow_calls_are_not_a_second_speed() -> None:
+    from kernelcup.harness import benchmark
+
+    rng = random.Random(11)
+    steady = _speeds(rng, 200, 100_000.0)
+    assert benchmark.other_speeds(steady, 100_000.0) == []
+    # 8% of calls 30% slower (a spike now and then): under the share.
+    assert benchmark.other_speeds(steady + _speeds(rng, 17, 130_000.0), 100_000.0) == []
+    # 20% of calls spread 2-12% slower (a tail, not a speed of its own).
+    tail = [100_000.0 * (1.02 + 0.10 * i / 49) for i in range(50)]
+    assert benchmark.other_speeds(steady + tail, 100_000.0) == []
+    # The same share at one speed, 10% slower, is one.
+    speeds = benchmark.other_speeds(steady + _speeds(rng, 50, 110_000.0), 100_000.0)
+    assert len(speeds) == 1 and speeds[0][0] == pytest.approx(110_000.0, rel=0.005)
+    assert speeds[0][1] == pytest.approx(0.2)
+    # Too few calls to tell.
+    assert benchmark.other_speeds(_speeds(rng, 20, 100_000.0) + _speeds(rng, 10, 120_000.0), 100_000.0) == []
