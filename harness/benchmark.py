@@ -190,8 +190,8 @@ def combine_rounds(
     summary = stats.summarize(times)
     result = stats.case_result(case, summary, note)
     result.round_median_ns = [r.result.median_ns if r.result.median_ns is not None else r.median_s * 1e9 for r in kept]
-    result.ci_low_ns = min([summary.ci_low, *result.round_median_ns])
-    result.ci_high_ns = max([summary.ci_high, *result.round_median_ns])
+    result.ci_low_ns, result.ci_high_ns = summary.ci_low, summary.ci_high
+    cover(result, result.round_median_ns)
     spread = max(r.host_spread for r in kept)
     widen(result, spread, times)
     overheads = [r.result.timer_overhead_ns for r in kept if r.result.timer_overhead_ns is not None]
@@ -229,8 +229,7 @@ def widen(result: CaseResult, host_spread: float, times: list[float] | None = No
     if times and result.median_ns is not None:
         speeds = other_speeds(times, result.median_ns)
         if speeds:
-            result.ci_low_ns = min([*(s for s, _ in speeds), result.ci_low_ns or result.median_ns])
-            result.ci_high_ns = max([*(s for s, _ in speeds), result.ci_high_ns or result.median_ns])
+            cover(result, [speed for speed, _ in speeds])
             said = "; ".join(
                 f"{share:.0%} of its calls ran near {format_seconds(speed * 1e-9)}" for speed, share in speeds
             )
@@ -261,6 +260,13 @@ def other_speeds(times: list[float], median: float) -> list[tuple[float, float]]
         if spread <= MODE_TIGHTNESS * abs(middle - median):
             speeds.append((middle, len(side) / len(times)))
     return speeds
+
+
+def cover(result: CaseResult, values: list[float]) -> None:
+    """Widen ``result``'s interval to take in each of ``values`` (ns)."""
+    if values:
+        result.ci_low_ns = min(values) if result.ci_low_ns is None else min(result.ci_low_ns, *values)
+        result.ci_high_ns = max(values) if result.ci_high_ns is None else max(result.ci_high_ns, *values)
 
 
 def at_least(result: CaseResult, spread: float) -> None:

@@ -115,10 +115,11 @@ class Groups:
         """Every group's output; where there were several, each headed by its number."""
         if len(self._outputs) == 1:
             return self._outputs[0]
-        return tuple(  # type: ignore[return-value]
+        stdout, stderr = (
             "".join(f"[ranks started {n + 1}]\n{pair[which]}" for n, pair in enumerate(self._outputs) if pair[which])
             for which in (0, 1)
         )
+        return stdout, stderr
 
 
 def run(spec: JobSpec, workspace: Workspace, result: Result, emit: Emit, deadline: float) -> None:
@@ -279,15 +280,6 @@ def _time_case(
     return calls, per_rank
 
 
-def _case_timing(
-    case: dict[str, Any], calls: list[float], per_rank: list[list[float]], group_number: int
-) -> CaseTiming:
-    summary = stats.summarize(calls)
-    outcome = stats.case_result(case, summary, "")
-    outcome.rank_median_ns = [stats.median(sorted(values)) for values in per_rank]
-    return CaseTiming(outcome, summary.median * 1e-9, calls, process=group_number)
-
-
 def _slowest_rank(result: CaseResult) -> None:
     """Say which rank was the slowest where the ranks' medians differ by more than 5%."""
     medians = result.rank_median_ns
@@ -308,6 +300,7 @@ def _run_benchmarks(
     plan = RANKED_PLAN if ranked else BENCHMARK_PLAN
     rounds = benchmark.RANKED_ROUNDS if ranked else 1
     emit(Progress("benchmarking", 0, rounds * len(cases)))
+    labels = [f"benchmark {i + 1} of {len(cases)} ({describe_case(case)})" for i, case in enumerate(cases)]
     timings: list[list[CaseTiming]] = [[] for _ in cases]
     per_rank: list[list[list[float]]] = [[[] for _ in range(spec.task.world_size)] for _ in cases]
     rounds_run = 0
@@ -320,7 +313,7 @@ def _run_benchmarks(
         group = groups.current
         assert group is not None
         for index, case in enumerate(cases):
-            label = f"benchmark {index + 1} of {len(cases)} ({describe_case(case)})"
+            label = labels[index]
             if rounds > 1:
                 label += f", round {round_index + 1}" + (" (ranks started afresh)" if fresh else "")
             slots_left = (rounds - round_index) * len(cases) - index
@@ -328,15 +321,17 @@ def _run_benchmarks(
             left_s = deadline - time.monotonic() - starts_left * FRESH_STARTS_NEEDED * groups.startup_s
             seconds = min(plan.rule.max_seconds, 0.85 * max(0.0, left_s) / slots_left)
             calls, ranks = _time_case(spec, group, seeds, case, label, seconds, rng, round_index)
-            timings[index].append(_case_timing(case, calls, ranks, groups.started))
+            summary = stats.summarize(calls)
+            timings[index].append(
+                CaseTiming(stats.case_result(case, summary), summary.median * 1e-9, calls, process=groups.started)
+            )
             for rank, values in enumerate(ranks):
                 per_rank[index][rank].extend(values)
             emit(Progress("benchmarking", round_index * len(cases) + index + 1, rounds * len(cases)))
         rounds_run += 1
     medians: list[float] = []
     for index, case in enumerate(cases):
-        label = f"benchmark {index + 1} of {len(cases)} ({describe_case(case)})"
-        combined = benchmark.combine_rounds(timings[index], None, case, spec.gpu, groups.device, label, 0)
+        combined = benchmark.combine_rounds(timings[index], None, case, spec.gpu, groups.device, labels[index], 0)
         combined.result.rank_median_ns = [stats.median(sorted(values)) for values in per_rank[index]]
         _slowest_rank(combined.result)
         result.benchmarks.append(combined.result)

@@ -214,6 +214,10 @@ class CudaTimer:
             self._sleep.calibrate(self._measure)
         self.sleep_ns = self._sleep_covering(_p90(host_ns))
 
+    def _grow_sleep(self, ns: float) -> None:
+        """The sleep from the next call on: at least ``ns``, never shorter, at most the cap."""
+        self.sleep_ns = min(MAX_SLEEP_NS, max(self.sleep_ns, ns))
+
     def _sleep_covering(self, host_ns: float) -> float:
         """A sleep that covers ``host_ns`` of launches and the recent calls' queries and joins."""
         joins = _p90(self._join_ns[-JOIN_WINDOW:])
@@ -276,14 +280,14 @@ class CudaTimer:
                 # launches: 80 µs in one job, 13 µs in the next), and a sleep sized to the host
                 # time alone may still fall short where the GPU's sleep ends early (a 2.8 µs add
                 # read 26 µs for a whole case on an H100).
-                self.sleep_ns = min(MAX_SLEEP_NS, max(2 * self.sleep_ns, self._sleep_covering(t2 - t1)))
-        if outlasted and self.sleep_ns < MAX_SLEEP_NS:
+                self._grow_sleep(max(2 * self.sleep_ns, self._sleep_covering(t2 - t1)))
+        if outlasted:
             # The host's own joins outlasted the sleep and the call (pool queries slowed after the
             # sleep was sized): the wall clock waited on the host, which the gap would count as
             # work left behind (likely why an honest 2.6 µs add "continued ~3.2 µs" for a round
             # on an H200). From the next call on, a sleep that covers this call's host time from
             # its launch to the end of its joins.
-            self.sleep_ns = min(MAX_SLEEP_NS, max(self.sleep_ns, JOIN_HEADROOM * (joined_at - t0) + MIN_SLEEP_NS))
+            self._grow_sleep(JOIN_HEADROOM * (joined_at - t0) + MIN_SLEEP_NS)
         event_ns = self._elapsed_ms(self._start, self._end) * 1e6
         span_ns = self._elapsed_ms(self._before, self._end) * 1e6
         for joined in busy:
