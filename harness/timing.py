@@ -15,7 +15,8 @@ One timed GPU call::
     t0; GPU-wide sleep; start event     the sleep keeps every SM busy while the host launches
     t1; call custom_kernel; t2          host launch time = t2 - t1
     every pool stream still busy:       work the call left queued on torch's side streams
-      a join event on it
+      a join event on it                (each stream handed out, where the sleep is over or
+                                        would not cover the queries of every pool stream)
     end event; synchronize device; t3   device-wide: work hidden on other streams is waited for
     time = max(end, joins) - start      work left on a side stream counts, joined or not
 
@@ -218,9 +219,13 @@ class CudaTimer:
         """The sleep from the next call on: at least ``ns``, never shorter, at most the cap."""
         self.sleep_ns = min(MAX_SLEEP_NS, max(self.sleep_ns, ns))
 
+    def _queries_ns(self) -> float:
+        """Host time of the queries of every pool stream after a call (90th percentile of recent calls)."""
+        return _p90(self._join_ns[-JOIN_WINDOW:])
+
     def _sleep_covering(self, host_ns: float) -> float:
         """A sleep that covers ``host_ns`` of launches and the recent calls' queries and joins."""
-        joins = _p90(self._join_ns[-JOIN_WINDOW:])
+        joins = self._queries_ns()
         launches = min(MAX_SLEEP_NS - joins, max(MIN_SLEEP_NS, 1.5 * host_ns + MIN_SLEEP_NS))
         return float(max(launches, MIN_SLEEP_NS) + joins)
 
@@ -256,21 +261,28 @@ class CudaTimer:
         # sleep were timed with the call (the likely cause of an honest 5.5 µs add reading
         # 19.2 µs for a whole case on an H200).
         self._record(self._end, self._stream)
+        queried = not ran_out and t2 - t0 + self._queries_ns() <= slept_ns
         if self._side is None:
             busy = []
-        elif ran_out:
-            # The sleep is over (the call waited on the GPU, or outlasted the sleep): a join on
-            # each stream handed to the submission, without the queries of every pool stream.
-            busy = self._side.join_handed_out()
-        else:
+        elif queried:
             busy = self._side.join_busy()
+        else:
+            # The sleep is over (the call waited on the GPU, or outlasted the sleep), or what is
+            # left of it would not cover the queries of every pool stream: a join on each stream
+            # handed to the submission, without the queries. Queries that outlast the GPU put the
+            # harness's own host time into the wall clock after the call's work, which the gap
+            # counts as work left behind: GPU MODE's sort_v2 (``torch.compile``, ~650 µs of host
+            # time per call, the sleep at its 1 ms cap) "continued" 64-335 µs per call on an H200
+            # and read 145 µs in one job and 299 µs in the next.
+            busy = self._side.join_handed_out()
         joined_at = self._now()
         outlasted = not ran_out and self._event_done(self._end)  # the GPU was done before the joins were
         self._synchronize()
         t3 = self._now()
-        self._join_ns.append(float(joined_at - t2))
-        if len(self._join_ns) > 4 * JOIN_WINDOW:
-            del self._join_ns[:-JOIN_WINDOW]
+        if queried:  # what the sleep must cover after a call's launches: the queries of every pool stream
+            self._join_ns.append(float(joined_at - t2))
+            if len(self._join_ns) > 4 * JOIN_WINDOW:
+                del self._join_ns[:-JOIN_WINDOW]
         if not baseline:
             self._ran_out.append(ran_out)
             if ran_out and self.sleep_ns < MAX_SLEEP_NS:
@@ -437,7 +449,8 @@ class SideStreams:
     ordinary call. A call that waited on the GPU (a sync inside it) has used the sleep up, and
     the GPU would idle through those queries inside the call's time: a call of ``.item()`` read
     280 µs in one job and 400 µs in the next. So the streams handed out since the submission was
-    loaded are tracked (:class:`PoolTracker`), and such a call joins only those."""
+    loaded are tracked (:class:`PoolTracker`), and such a call joins only those; so does a call
+    whose host time leaves too little of the sleep to cover the queries."""
 
     def __init__(self, device_index: int, event_type: Any) -> None:
         pools = _pool_streams(device_index)

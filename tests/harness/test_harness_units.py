@@ -966,9 +966,10 @@ class _ModelGpu:
         self.host = max(self.host, self.free) + self.wake_ns
 
 
-def _model_timer(gpu: _ModelGpu, join_ns: list[float]) -> Any:
+def _model_timer(gpu: _ModelGpu, join_ns: list[float], handed_out_ns: float | None = None) -> Any:
     """A real ``CudaTimer`` whose CUDA primitives are the model's; the pool queries after each
-    call cost the host ``join_ns[i]`` on call ``i``."""
+    call cost the host ``join_ns[i]`` on call ``i``; the joins of the streams handed out (no
+    queries) ``handed_out_ns``, or the same as the queries where None."""
     from kernelcup.harness import timing
 
     class Sleep(timing._Sleep):
@@ -986,7 +987,11 @@ def _model_timer(gpu: _ModelGpu, join_ns: list[float]) -> Any:
             Joins.calls += 1
             return []
 
-        join_handed_out = join_busy
+        def join_handed_out(self) -> list[Any]:
+            if handed_out_ns is None:
+                return self.join_busy()
+            gpu.host += handed_out_ns
+            return []
 
     timer: Any = timing.CudaTimer.__new__(timing.CudaTimer)
     timer._now, timer._synchronize, timer._record = gpu.now, gpu.synchronize, gpu.record
@@ -1023,6 +1028,29 @@ def test_joins_that_outlast_the_sleep_are_not_timed_with_the_call_and_grow_the_s
     assert timer.sleep_ns >= 1.25 * (2_000.0 * 4 + 20_000.0 + 150_000.0)
     assert readings[2].gap_ns == pytest.approx(readings[0].gap_ns)
     assert readings[3].gap_ns == pytest.approx(readings[0].gap_ns)
+
+
+def test_a_call_whose_host_time_leaves_the_sleep_too_short_for_the_queries_joins_without_them() -> None:
+    # GPU MODE's sort_v2 (torch.compile) on an H200: 650-770 µs of host time per call, the sleep at
+    # its 1 ms cap, and ~400 µs of queries of every pool stream after a call. Queried, the host
+    # would still be querying after the GPU was done, and the wall clock around the call would
+    # read as work left behind. A 60 µs kernel; no-op calls (the baseline) have the same gap.
+    from kernelcup.harness import timing
+
+    gpu = _ModelGpu()
+    timer = _model_timer(gpu, [400_000.0], handed_out_ns=8_000.0)
+    timer.sleep_ns = float(timing.MAX_SLEEP_NS)
+    sort = _add(gpu, 700_000.0, 60_000.0)
+    noop = _add(gpu, 1_000.0, 0.0)
+    baseline = [timer.time_call(noop, None, baseline=True) for _ in range(3)]
+    readings = [timer.time_call(sort, None) for _ in range(3)]
+    assert [r.event_ns for r in readings] == [pytest.approx(60_000.0)] * 3
+    assert not any(r.ran_out for r in readings)
+    for reading in readings:
+        assert reading.gap_ns == pytest.approx(baseline[0].gap_ns, abs=2_000.0)
+    # What sizes the sleep: the baseline's queries, not the cheaper joins.
+    assert timer._join_ns == [pytest.approx(400_000.0, abs=4_000.0)] * 3
+    assert timer.sleep_ns == timing.MAX_SLEEP_NS
 
 
 def _speeds(rng: random.Random, count: int, centre_ns: float) -> list[float]:
