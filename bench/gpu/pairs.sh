@@ -15,7 +15,7 @@ B=${B:-400}
 GPUS=${GPUS:-$(nvidia-smi -L | wc -l)}
 FIRST=${FIRST:-0}
 ALL="conv2d,grayscale,histogram,identity,matmul,prefixsum,softmax,vectoradd,vectoradd_cuda,vectorsum"
-ALL="$ALL,bincount_sync,item_normalize,launches,pylist_weights,scatter_atomics,tiny_add"
+ALL="$ALL,bincount_sync,item_normalize,launches,pylist_weights,scatter_atomics,tiny_add,compiled_sort,graph_launches"
 IFS=, read -r -a boards <<< "${BOARDS:-$ALL}"
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=index,name,clocks.sm,temperature.gpu --format=csv; nproc

@@ -23,7 +23,7 @@ CHEATS = (
     "side_stream_every_other",
     "side_stream_record_stream",
 )
-HONEST = ("add_once", "two_streams_joined", "host_hiccup")
+HONEST = ("add_once", "two_streams_joined", "host_hiccup", "slow_host")
 
 
 @pytest.fixture(scope="module")
@@ -77,3 +77,18 @@ def test_a_host_that_slows_part_way_adds_no_hidden_work(runs: dict[str, HarnessR
     hiccup = _medians(runs["host_hiccup"])
     pairs = list(zip(hiccup, honest, strict=True))
     assert all(h <= 1.5 * o + 2_000.0 for h, o in pairs), f"host_hiccup vs add_once per case (ns): {pairs}"
+
+
+def test_a_host_too_slow_for_the_sleep_to_cover_the_queries_adds_no_hidden_work(runs: dict[str, HarnessRun]) -> None:
+    """700 µs of host time a call: what is left of the capped sleep after it cannot cover the
+    harness's queries of every pool stream, so the call joins the streams it was handed without
+    them, and the wall clock around it holds no harness time after the GPU is done."""
+    result = runs["slow_host"].outcome()
+    assert result.status is Status.PASSED, result.verdict
+    assert not any("work continued" in case.message for case in result.benchmarks), [
+        case.message for case in result.benchmarks
+    ]
+    honest = _medians(runs["add_once"])
+    slow = _medians(runs["slow_host"])
+    pairs = list(zip(slow, honest, strict=True))
+    assert all(s <= 1.5 * o + 2_000.0 for s, o in pairs), f"slow_host vs add_once per case (ns): {pairs}"

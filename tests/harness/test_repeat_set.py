@@ -32,7 +32,8 @@ def runs() -> dict[str, HarnessRun]:
 
 def test_the_set_has_every_pattern_issue_14_names() -> None:
     assert {f.name for f in FOLDERS} == {
-        "launches", "pylist_weights", "bincount_sync", "item_normalize", "tiny_add", "scatter_atomics"
+        "launches", "pylist_weights", "bincount_sync", "item_normalize", "tiny_add", "scatter_atomics",
+        "compiled_sort", "graph_launches",
     }
     assert len(SOLUTIONS) == len(FOLDERS)
 
