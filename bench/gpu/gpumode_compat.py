@@ -12,6 +12,9 @@ For every selected problem of gpu-mode/reference-kernels and each of its shipped
    ``sync`` gives them);
 3. kernelcup in ``ranked`` mode, for the shipped correct solutions;
 4. with ``--gpumode-ranked``: GPU MODE's ``leaderboard`` mode too (its score beside ours);
+   with ``--twice``: kernelcup ``ranked`` a second time right after the first, and the pair's
+   figures as ``run_all.py``'s repeatability table gives them (issue #14: repeatability on
+   problems nobody here wrote), e.g. ``--sets pmpp_v2 --ranked-only --no-wrong --twice``;
 5. where GPU MODE fails a shipped *correct* solution: the problem's reference run as the
    submission through GPU MODE's eval, as evidence that the reference fails its own check on
    this GPU (TF32, nondeterminism).
