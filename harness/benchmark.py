@@ -288,7 +288,7 @@ def widen_host_bound(result: CaseResult, spread: float = HOST_BOUND_SPREAD) -> N
     why = (
         "waits on the GPU inside the call, and what it does after the wait runs at the host's speed"
         if spread >= HOST_SYNC_SPREAD
-        else "as much time launching on the host as on the GPU"
+        else "at least as much time launching on the host as on the GPU"
     )
     said = (
         f"host-bound ({why}): such calls move from one job to the next by more than a job's own "
