@@ -35,7 +35,7 @@ typecheck: setup
 	$(PY) -m mypy
 
 pytest: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 test: lint typecheck pytest
 
