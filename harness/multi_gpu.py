@@ -29,6 +29,7 @@ from typing import Any
 from kernelcup.harness import benchmark, scoring, stats
 from kernelcup.harness import fingerprint as fp
 from kernelcup.harness.benchmark import BENCHMARK_PLAN, RANKED_PLAN, CaseTiming
+from kernelcup.harness.children import time_share
 from kernelcup.harness.rank_group import RankGroup, free_port
 from kernelcup.harness.reporting import Emit
 from kernelcup.harness.seeds import SeedPlan
@@ -318,8 +319,10 @@ def _run_benchmarks(
                 label += f", round {round_index + 1}" + (" (ranks started afresh)" if fresh else "")
             slots_left = (rounds - round_index) * len(cases) - index
             starts_left = rounds - 1 - round_index
-            left_s = deadline - time.monotonic() - starts_left * FRESH_STARTS_NEEDED * groups.startup_s
-            seconds = min(plan.rule.max_seconds, 0.85 * max(0.0, left_s) / slots_left)
+            share = time_share(
+                deadline - time.monotonic(), slots_left, starts_left, FRESH_STARTS_NEEDED * groups.startup_s
+            )
+            seconds = min(plan.rule.max_seconds, share)
             calls, ranks = _time_case(spec, group, seeds, case, label, seconds, rng, round_index)
             summary = stats.summarize(calls)
             timings[index].append(

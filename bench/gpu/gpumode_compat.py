@@ -69,6 +69,7 @@ import script_paths  # noqa: F401  (first: the repository on the path, and a YAM
 
 # isort: split
 from conftest import run_harness
+from repeatability import cases_repeat, ranges_overlap
 
 from kernelcup.core.errors import UserError
 from kernelcup.core.leaderboards.problem_sets import find_task_folders
@@ -510,24 +511,14 @@ def ranked_stage(problem: Problem, code: str, row: Row, args: Any, gpu: GpuInfo,
 
 
 def pair_cells(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
-    """The pair's figures as run_all.py's repeatability table gives them: the scores' gap, the
-    worst case against max(1%, 0.2 µs), and whether the noise ranges overlap (a tie)."""
+    """The pair's figures as run_all.py's repeatability table gives them."""
     if not second.get("passed") or not first.get("score_s") or not second.get("score_s"):
         return {"pair": "second run failed: " + short(second.get("verdict", ""))}
-    one, two = Result.from_json(json.dumps(first["result"])), Result.from_json(json.dumps(second["result"]))
+    one, two = (Result.from_dict(run["result"]) for run in (first, second))
     a, b = first["score_s"], second["score_s"]
-    worst_ratio, worst, every = -1.0, "", True
-    for x, y in zip(one.benchmarks, two.benchmarks, strict=True):
-        m, n = x.median_ns or 0.0, y.median_ns or 0.0
-        allowed = max(0.01 * min(m, n), 200.0)
-        every = every and abs(m - n) <= allowed
-        if abs(m - n) / allowed > worst_ratio:
-            worst_ratio, worst = abs(m - n) / allowed, f"{m / 1e3:.2f} vs {n / 1e3:.2f} µs"
-    lows = [r.score_low_s for r in (one, two) if r.score_low_s is not None]
-    highs = [r.score_high_s for r in (one, two) if r.score_high_s is not None]
-    tie = len(lows) == len(highs) == 2 and max(lows) <= min(highs)
+    every, worst = cases_repeat(one, two)
     return {"pair_diff": f"{abs(a - b) / min(a, b) * 100:.3f}%", "pair_worst": worst, "pair_cases_ok": every,
-            "pair_tie": tie}
+            "pair_tie": ranges_overlap(one, two)}
 
 
 def reference_version(checkout: Path) -> str:

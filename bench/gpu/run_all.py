@@ -56,6 +56,7 @@ from script_paths import HERE, REPO  # first: the repository on the path, and a 
 # isort: split
 import torch
 from conftest import HarnessRun, leaderboard_spec, read_run, run_harness, start_harness
+from repeatability import cases_repeat, ranges_overlap
 
 from kernelcup.harness.spec import GpuInfo, JobSpec, Mode, Result, Status
 from kernelcup.harness.workspace import cache_dir
@@ -326,7 +327,7 @@ def section_ranked(report: Report, state: dict[str, Any]) -> None:
             second, _ = run(report, f"ranked-again-{name}", spec_for(board, path, Mode.RANKED))
             if second is not None and second.score_s:
                 diff = abs(first.score_s - second.score_s) / min(first.score_s, second.score_s) * 100
-                cases_ok, worst = _cases_repeat(first, second)
+                cases_ok, worst = cases_repeat(first, second)
                 report.add(
                     "repeatability",
                     {
@@ -338,7 +339,7 @@ def section_ranked(report: Report, state: dict[str, Any]) -> None:
                         "worst case": worst,
                         "every case ≤ max(1%, 0.2 µs)": cases_ok,
                         # What the ranking does with the pair: ranges that overlap tie.
-                        "ranges overlap (tie)": _ranges_overlap(first, second),
+                        "ranges overlap (tie)": ranges_overlap(first, second),
                         "host-bound cases": _host_bound(first, second),
                         "timing cores": " | ".join(dict.fromkeys(r.system.timing_cores for r in (first, second))),
                     },
@@ -347,32 +348,10 @@ def section_ranked(report: Report, state: dict[str, Any]) -> None:
                 report.add("repeatability", {"solution": name, "diff %": "second run failed"})
 
 
-def _ranges_overlap(first: Result, second: Result) -> bool | str:
-    """Whether the two scores' noise ranges overlap, which the ranking shows as a tie."""
-    lows = [r.score_low_s for r in (first, second) if r.score_low_s is not None]
-    highs = [r.score_high_s for r in (first, second) if r.score_high_s is not None]
-    if len(lows) < 2 or len(highs) < 2:
-        return "no range"
-    return max(lows) <= min(highs)
-
-
 def _host_bound(first: Result, second: Result) -> str:
     """How many cases each job marked host-bound (harness/benchmark.py: widen_host_bound)."""
     counts = [sum("host-bound" in case.message for case in r.benchmarks) for r in (first, second)]
     return f"{counts[0]}, {counts[1]} of {len(first.benchmarks)}"
-
-
-def _cases_repeat(first: Result, second: Result) -> tuple[bool, str]:
-    """Whether every case's two medians agree within max(1%, 0.2 µs), and the worst case's gap."""
-    ok, worst, worst_text = True, -1.0, ""
-    for one, two in zip(first.benchmarks, second.benchmarks, strict=True):
-        a, b = one.median_ns or 0.0, two.median_ns or 0.0
-        gap = abs(a - b)
-        allowed = max(0.01 * min(a, b), 200.0)
-        ok = ok and gap <= allowed
-        if gap / allowed > worst:
-            worst, worst_text = gap / allowed, f"{a / 1e3:.2f} vs {b / 1e3:.2f} µs"
-    return ok, worst_text
 
 
 def _ncu_rows(log_text: str) -> list[float]:
