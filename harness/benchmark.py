@@ -47,8 +47,11 @@ loaded (``timing.noop_event_ns``): GPU work a submission slipped into its job's 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 import math
+import os
 import random
 import time
 from dataclasses import dataclass
@@ -75,6 +78,9 @@ CLOCK_SLACK_FRACTION = 0.25  # ...or this fraction of the call's wall time
 # call), which stretches the untimed part of busy calls only: CPU runs (CI) get more slack.
 CLOCK_SLACK_FRACTION_CPU = 1.0
 CLOCK_SLACK_NS_CPU = 10_000_000.0  # a loaded 2-core CI box showed up to 1.5 ms of such jitter
+# ``KERNELCUP_HARNESS_TRACE``: a file the harness appends every case's calls to, one JSON line a
+# case (an operator's diagnosis of a timing; the harness's own process writes it, never the child).
+TRACE_ENV = "KERNELCUP_HARNESS_TRACE"
 FLOOR_TOLERANCE = 0.9  # vendor peaks are nominal: allow 10% above them before failing
 # ``peak_tflops`` is the dense fp16/bf16 peak; fp8 or 2:4 sparsity can double it.
 COMPUTE_HEADROOM = 2.0
@@ -330,6 +336,7 @@ def time_case(
     ):
         baseline.append(session.time_call(seeds.case(case, "baseline" + tag, len(baseline)), noop=True))
 
+    calibrated = len(baseline)
     session.activity = f"in {label}"
     readings: list[Timed] = []
     start = time.monotonic()
@@ -352,6 +359,7 @@ def time_case(
         if time.monotonic() - start >= rule.max_seconds and index >= 2:
             break
 
+    trace(label, readings, baseline, calibrated)
     times, note, overhead = _times(readings, baseline, session.device, session.noop_event_ns)
     on_gpu = session.device == "cuda"
     slack_ns = CLOCK_SLACK_NS if on_gpu else CLOCK_SLACK_NS_CPU
@@ -375,6 +383,25 @@ def time_case(
     result.host_median_ns = _median([r.host_ns for r in readings]) if readings else None
     roofline(result, problem, case, gpu, session.device, label, l2_of(session))
     return CaseTiming(result, summary.median * 1e-9, times, note, host_spread=spread)
+
+
+def trace(label: str, readings: list[Timed], baseline: list[Timed], calibrated: int) -> None:
+    """Append a case's calls to the file ``KERNELCUP_HARNESS_TRACE`` names, if it names one: its
+    no-op calls (the first ``calibrated`` of them taken back to back before timing started) and
+    its timed calls, each a list of ``Timed``'s fields, in the order they were taken."""
+    path = os.environ.get(TRACE_ENV)
+    if not path:
+        return
+    fields = [f.name for f in dataclasses.fields(Timed)]
+    line = {
+        "label": label,
+        "fields": fields,
+        "calibrated": calibrated,
+        "noop": [[getattr(b, f) for f in fields] for b in baseline],
+        "real": [[getattr(r, f) for f in fields] for r in readings],
+    }
+    with contextlib.suppress(OSError), open(path, "a", encoding="utf-8") as out:
+        out.write(json.dumps(line) + "\n")
 
 
 def short_sleep_note(calls: list[Timed]) -> str:

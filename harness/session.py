@@ -38,6 +38,7 @@ class Timed:
     ran_out: bool = False  # the harness's sleep was over when the call returned (it waited on the GPU)
     gap_ns: float = 0.0  # the child's wall clock less the GPU's span of the sleep and the call (timing.Reading)
     short_sleep: bool = False  # the call proved the sleep ran short; the child measured it again
+    at_ns: float = 0.0  # the harness's clock (perf_counter_ns) when it sent the order
 
 
 @dataclass
@@ -270,6 +271,7 @@ class Session:
             ran_out=message.get("ran_out") is True,
             gap_ns=float(gap),
             short_sleep=message.get("short_sleep") is True,
+            at_ns=float(start),
         )
 
     def ship(self, max_payload: int) -> Shipped:
