@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from kernelcup.harness.process import PROFILE_ENV, Child, child_environment, spawn
+from kernelcup.harness.process import PROFILE_ENV, PYTHON_FLAGS, Child, child_environment, spawn
 from kernelcup.harness.reporting import attach_process_outputs
 from kernelcup.harness.spec import JobSpec, Result, Status
 from kernelcup.harness.verdict import RunEnded
@@ -53,7 +53,7 @@ def start_python_child(workspace: Workspace, device: str) -> Child:
     profiled = ["-m", "cProfile", "-s", "cumulative"] if os.environ.get(PROFILE_ENV) == "1" else []
     command = [
         sys.executable,
-        "-P",
+        *PYTHON_FLAGS,
         *profiled,
         "-m",
         "kernelcup.harness.child",

@@ -66,6 +66,7 @@ def run(spec: JobSpec, workspace: Workspace, result: Result, emit: Emit, deadlin
             shutil.which("env") or "/usr/bin/env",
             "POPCORN_FD={fd}",
             sys.executable,
+            "-s",  # no user site folder (process.PYTHON_FLAGS); its own folder stays on sys.path: it imports from there
             spec.task.main,
             mode,
             cases_file.name,

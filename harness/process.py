@@ -108,6 +108,16 @@ def bytecode_cache() -> Path | None:
     return Path(sys.pycache_prefix) if sys.pycache_prefix and not sys.dont_write_bytecode else None
 
 
+# Every Python process the harness starts for a job runs with these: ``-P``, no script or working
+# folder on sys.path (the job's folder holds the submission's files); ``-s``, no user site folder.
+# HOME is the job's own and the submission can write there: without ``-s`` a system Python (not
+# a virtual environment) imports ``~/.local/lib/pythonX.Y/site-packages/usercustomize.py`` and
+# runs its ``.pth`` files at start-up, so code a submission planted in one process would run in
+# the job's next one (a ranked round's fresh process, a rank group) before the harness's own
+# code, ahead of the timing primitives it captures. PYTHONNOUSERSITE (child_environment) covers
+# the processes those start.
+PYTHON_FLAGS = ("-P", "-s")
+
 _INHERITED_ENV = (
     "PATH",
     "LD_LIBRARY_PATH",
@@ -477,6 +487,7 @@ def child_environment(home: Path, extra: dict[str, str]) -> dict[str, str]:
         PYTHONUNBUFFERED="1",
         PYTHONDONTWRITEBYTECODE="1",
         PYTHONHASHSEED="0",
+        PYTHONNOUSERSITE="1",
     )
     kept = bytecode_cache()
     if kept is not None:  # read, never written: PYTHONDONTWRITEBYTECODE stays

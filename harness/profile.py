@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from kernelcup.harness.process import StreamCapture, child_environment, kill_adopted_children
+from kernelcup.harness.process import PYTHON_FLAGS, StreamCapture, child_environment, kill_adopted_children
 from kernelcup.harness.reporting import Emit, attach_output
 from kernelcup.harness.spec import CaseResult, JobSpec, Progress, Result, Status
 from kernelcup.harness.verdict import RunEnded
@@ -99,7 +99,7 @@ def _child_command(
     userns = "1" if workspace.identity.userns and tool != "ncu" and workspace.sandbox is None else "0"
     return [
         sys.executable,
-        "-P",
+        *PYTHON_FLAGS,
         "-m",
         "kernelcup.harness.profile_child",
         str(workspace.work),

@@ -31,6 +31,7 @@ from typing import Any
 
 from kernelcup.harness.channel import Channel, ChannelClosed, ProtocolError
 from kernelcup.harness.process import (
+    PYTHON_FLAGS,
     StreamCapture,
     _kill_session,
     child_environment,
@@ -139,8 +140,9 @@ class RankGroup:
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             err_read, err_write = os.pipe()
             command = [
-                sys.executable, "-P", "-m", "kernelcup.harness.rank_reference", str(theirs.fileno()), str(os.getpid()),
-                self.device, str(rank), str(self.world_size), str(port), str(self.workspace.harness_dir),
+                sys.executable, *PYTHON_FLAGS, "-m", "kernelcup.harness.rank_reference", str(theirs.fileno()),
+                str(os.getpid()), self.device, str(rank), str(self.world_size), str(port),
+                str(self.workspace.harness_dir),
             ]
             env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
             try:
@@ -182,7 +184,7 @@ class RankGroup:
             self.outputs.append((stdout, stderr))
             held.append(theirs)
         command = [
-            sys.executable, "-P", "-m", "kernelcup.harness.rank_launcher", str(control_theirs.fileno()),
+            sys.executable, *PYTHON_FLAGS, "-m", "kernelcup.harness.rank_launcher", str(control_theirs.fileno()),
             "0" if sandboxed else str(os.getpid()), self.device, "1" if workspace.identity.userns else "0",
             *triples,
         ]

@@ -38,7 +38,8 @@ def main(argv: list[str]) -> int:
     for rank, triple in enumerate(triples):
         sock, out, err = (int(part) for part in triple.split(":"))
         module = "kernelcup.harness.child"
-        command = [sys.executable, "-P", "-m", module, str(sock), str(os.getpid()), device, userns, str(rank)]
+        # -P -s: harness/process.py's PYTHON_FLAGS (this launcher imports nothing of the harness's)
+        command = [sys.executable, "-P", "-s", "-m", module, str(sock), str(os.getpid()), device, userns, str(rank)]
         try:
             popen = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, pass_fds=(sock,), close_fds=True
