@@ -117,6 +117,13 @@ def bytecode_cache() -> Path | None:
 # code, ahead of the timing primitives it captures. PYTHONNOUSERSITE (child_environment) covers
 # the processes those start.
 PYTHON_FLAGS = ("-P", "-s")
+# torch's kernel cache (``~/.cache/torch/kernels``, NVRTC builds of jiterator kernels) is off in
+# the job's processes: it would sit in that same HOME, and the harness's own launch-hiding sleep
+# (harness/timing.py, ``_WideSleep``) is such a kernel, built when a process starts. A submission
+# could overwrite the cached build from one process, and the job's next process would load its
+# code as the sleep, which runs before the start event: untimed. Each process builds the sleep
+# afresh instead (one NVRTC compile).
+NO_KERNEL_CACHE = {"USE_PYTORCH_KERNEL_CACHE": "0"}
 
 _INHERITED_ENV = (
     "PATH",
@@ -488,6 +495,7 @@ def child_environment(home: Path, extra: dict[str, str]) -> dict[str, str]:
         PYTHONDONTWRITEBYTECODE="1",
         PYTHONHASHSEED="0",
         PYTHONNOUSERSITE="1",
+        **NO_KERNEL_CACHE,
     )
     kept = bytecode_cache()
     if kept is not None:  # read, never written: PYTHONDONTWRITEBYTECODE stays

@@ -1,4 +1,4 @@
-"""A submission cannot plant start-up code for its job's later processes.
+"""A submission cannot plant code for its job's later processes to run.
 
 The job's HOME is the submission's to write. A Python that honours the user site folder (any
 system Python; a virtual environment made with ``--system-site-packages``) imports
@@ -7,6 +7,9 @@ at start-up, before ``-m`` runs anything: code a submission planted there in the
 would run first in each ranked round's fresh process, ahead of the harness's own code and the
 timing primitives it captures before the submission is imported. The harness starts every such
 process with ``-s`` and PYTHONNOUSERSITE (``harness/process.py``, PYTHON_FLAGS).
+
+Nor can it replace the harness's own GPU kernels through torch's kernel cache, which sits in the
+same HOME: the launch-hiding sleep every process builds at start-up runs before the start event.
 
 The project's own virtual environment ignores the user site folder whatever the harness does,
 so these tests run the harness under an interpreter that honours it: a virtual environment with
@@ -22,7 +25,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import LEADERBOARDS, REPO, leaderboard_spec, read_run
+from conftest import DEVICE, LEADERBOARDS, REPO, leaderboard_spec, read_run, run_harness
 
 from kernelcup.harness.spec import Mode, Status
 
@@ -46,6 +49,23 @@ def custom_kernel(data: input_t) -> output_t:
     out.copy_(a * 2 + b)
     return out
 """
+
+
+KERNEL_CACHE_PROBE = """
+import pathlib
+import torch
+from task import input_t, output_t
+
+cache = pathlib.Path.home() / ".cache" / "torch" / "kernels"
+print("CACHED KERNELS", len(list(cache.glob("*"))) if cache.is_dir() else 0, flush=True)
+
+
+def custom_kernel(data: input_t) -> output_t:
+    a, b, out = data
+    out.copy_(a * 2 + b)
+    return out
+"""
+needs_gpu = pytest.mark.skipif(DEVICE != "cuda", reason="torch's kernel cache holds NVRTC builds: GPU only")
 
 
 @pytest.fixture(scope="module")
@@ -104,3 +124,23 @@ def test_code_a_submission_plants_in_the_user_site_folder_never_runs_in_the_jobs
     processes = [line for line in result.stdout.splitlines() if line.startswith("PROCESS")]
     assert result.stdout.count("PLANTED IN") == len(processes) >= 2, result.stdout  # later processes started
     assert all(line.endswith("planted code ran: False") for line in processes), result.stdout
+
+
+@needs_gpu
+def test_the_harness_sleep_kernel_would_otherwise_be_cached_in_home(tmp_path: Path) -> None:
+    """torch caches the sleep's NVRTC build in HOME by default: the test below would prove nothing otherwise."""
+    build = "from kernelcup.harness.timing import _WideSleep; assert _WideSleep.build(0) is not None"
+    env = {**os.environ, "HOME": str(tmp_path)}
+    for key in ("USE_PYTORCH_KERNEL_CACHE", "PYTORCH_KERNEL_CACHE_PATH", "XDG_CACHE_HOME"):
+        env.pop(key, None)
+    subprocess.run([sys.executable, "-c", build], env=env, cwd=REPO, check=True, timeout=300)
+    assert list((tmp_path / ".cache" / "torch" / "kernels").glob("*"))
+
+
+@needs_gpu
+def test_no_process_of_a_job_keeps_gpu_kernels_where_the_submission_can_replace_them() -> None:
+    spec = leaderboard_spec(LEADERBOARDS / "addmul", KERNEL_CACHE_PROBE, Mode.RANKED, timeout_s=90)
+    result = run_harness(spec).outcome()
+    assert result.status is Status.PASSED, result.verdict
+    counts = [line for line in result.stdout.splitlines() if line.startswith("CACHED KERNELS")]
+    assert len(counts) >= 2 and all(line == "CACHED KERNELS 0" for line in counts), result.stdout
