@@ -122,8 +122,10 @@ PYTHON_FLAGS = ("-P", "-s")
 # (harness/timing.py, ``_WideSleep``) is such a kernel, built when a process starts. A submission
 # could overwrite the cached build from one process, and the job's next process would load its
 # code as the sleep, which runs before the start event: untimed. Each process builds the sleep
-# afresh instead (one NVRTC compile).
-NO_KERNEL_CACHE = {"USE_PYTORCH_KERNEL_CACHE": "0"}
+# afresh instead (one NVRTC compile). The driver's own cache of PTX it compiled
+# (``~/.nv/ComputeCache``) is off for the same reason: NVRTC hands PTX to the driver where it does
+# not know the GPU's architecture.
+NO_KERNEL_CACHE = {"USE_PYTORCH_KERNEL_CACHE": "0", "CUDA_CACHE_DISABLE": "1"}
 
 _INHERITED_ENV = (
     "PATH",
