@@ -39,6 +39,7 @@ class Timed:
     gap_ns: float = 0.0  # the child's wall clock less the GPU's span of the sleep and the call (timing.Reading)
     short_sleep: bool = False  # the call proved the sleep ran short; the child measured it again
     at_ns: float = 0.0  # the harness's clock (perf_counter_ns) when it sent the order
+    after_check: bool = False  # sent right after the harness checked the previous call's output
 
 
 @dataclass
