@@ -44,6 +44,8 @@ OUTLIVED_NS = 50_000.0
 # A ranked round starts its own group of ranks where the time left holds this many starts like
 # the job's first (and the round's cases their shares besides).
 FRESH_STARTS_NEEDED = 3.0
+STARTING = "while starting"  # a group's activity until the submission is imported into its ranks
+MIN_RESTART_S = 30.0  # a group is started again only with at least this much of the job's time left
 
 
 def resolve_device(spec: JobSpec) -> str:
@@ -88,19 +90,49 @@ class Groups:
         self.started = 0  # groups started so far: the current one's number
         self.startup_s = 0.0  # the first group's start, until its ranks were ready
         self._outputs: list[tuple[str, str]] = []
+        self.restarts: list[str] = []  # why a group was started again (``start``)
 
     def start(self) -> RankGroup:
-        """End the current group, if any, and start a new one with the submission loaded."""
+        """End the current group, if any, and start a new one with the submission loaded.
+
+        A group whose ranks crash or fail to join each other before the submission is imported
+        into them (``_start``'s "while starting": the ranks' start-up and their rendezvous) is
+        started once more per job, where the time left allows: nothing of the submission's has
+        run in those processes, so it is not its verdict. Two H200s of one host: a fresh group's
+        rank 0 died of SIGSEGV in NCCL's start-up, rank 1 waiting on it in the rendezvous, after
+        the same solution had passed ranked once (2026-11-27)."""
         self.finish()
         begun = time.monotonic()
+        try:
+            group = self._start_one()
+        except RunEnded as ended:
+            if not self._may_start_again(ended):
+                raise
+            self.restarts.append(ended.verdict)
+            self.finish()
+            group = self._start_one()
+        if not self.startup_s:
+            self.startup_s = time.monotonic() - begun
+        return group
+
+    def _start_one(self) -> RankGroup:
         group = RankGroup(self.workspace, self.spec.task.world_size, self.device, self.deadline, self.spec.timeout_s)
         self.current = group
         self.started += 1
         group.start()
         _start(self.spec, self.workspace, group, self.result, self.device)
-        if self.started == 1:
-            self.startup_s = time.monotonic() - begun
         return group
+
+    def _may_start_again(self, ended: RunEnded) -> bool:
+        group = self.current
+        failed_early = group is not None and group.activity == STARTING
+        left_s = self.deadline - time.monotonic()
+        return (
+            failed_early
+            and not self.restarts
+            and ended.status in (Status.CRASHED, Status.ERROR)
+            and left_s >= max(FRESH_STARTS_NEEDED * self.startup_s, MIN_RESTART_S)
+        )
 
     def fresh_affordable(self) -> bool:
         return self.deadline - time.monotonic() >= FRESH_STARTS_NEEDED * self.startup_s
@@ -113,14 +145,16 @@ class Groups:
         self._outputs.append(group.output_text())
 
     def output_text(self) -> tuple[str, str]:
-        """Every group's output; where there were several, each headed by its number."""
-        if len(self._outputs) == 1:
+        """Every group's output; where there were several, each headed by its number. Where a
+        group was started again, its stderr says why first."""
+        if len(self._outputs) == 1 and not self.restarts:
             return self._outputs[0]
         stdout, stderr = (
             "".join(f"[ranks started {n + 1}]\n{pair[which]}" for n, pair in enumerate(self._outputs) if pair[which])
             for which in (0, 1)
         )
-        return stdout, stderr
+        said = "".join(f"[kernelcup: the ranks were started again after: {why}]\n" for why in self.restarts)
+        return stdout, said + stderr
 
 
 def run(spec: JobSpec, workspace: Workspace, result: Result, emit: Emit, deadline: float) -> None:
@@ -147,7 +181,7 @@ def _start(spec: JobSpec, workspace: Workspace, group: RankGroup, result: Result
     from kernelcup.harness import sysinfo
 
     assert group.ranks is not None and group.checkers is not None
-    group.activity = "while starting"
+    group.activity = STARTING
     group.gather(group.ranks, ("started",))
     port = free_port()
     order = {

@@ -13,6 +13,7 @@ import secrets
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import FIXTURES, REPO, HarnessRun, leaderboard_spec, read_run, run_many, start_harness
@@ -201,3 +202,71 @@ def test_the_ranks_also_run_without_the_sandbox_each_in_its_own_user_namespace()
     result = run_harness(spec, env={"KERNELCUP_HARNESS_SANDBOX": "off"}).outcome()
     assert result.status is Status.PASSED, result.verdict
     assert result.system.isolation.startswith("no sandbox"), result.system.isolation
+
+
+class _StartingGroup:
+    """A group of ranks as ``multi_gpu.Groups`` drives it; ``_groups`` makes its start fail while
+    starting where asked (the real failure, NCCL's rare start-up crash, nothing here provokes)."""
+
+    started = 0
+
+    def __init__(self, *args: object) -> None:
+        self.activity = "while starting"
+        self.finished = False
+
+    def start(self) -> None:
+        _StartingGroup.started += 1
+
+    def finish(self) -> None:
+        self.finished = True
+
+    def output_text(self) -> tuple[str, str]:
+        return "", f"group {_StartingGroup.started}\n"
+
+
+def _groups(monkeypatch: pytest.MonkeyPatch, failures: list[bool], left_s: float = 600.0) -> object:
+    from types import SimpleNamespace
+
+    from kernelcup.harness import multi_gpu
+    from kernelcup.harness.verdict import RunEnded
+
+    def start(spec: object, workspace: object, group: _StartingGroup, result: object, device: str) -> None:
+        if failures.pop(0):
+            crash = "rank 0's process was killed by a segmentation fault (SIGSEGV) while starting"
+            raise RunEnded(Status.CRASHED, crash)
+        group.activity = "in benchmark 1"
+
+    _StartingGroup.started = 0
+    monkeypatch.setattr(multi_gpu, "RankGroup", _StartingGroup)
+    monkeypatch.setattr(multi_gpu, "_start", start)
+    spec = SimpleNamespace(task=SimpleNamespace(world_size=2), timeout_s=left_s)
+    return multi_gpu.Groups(spec, None, None, "cpu", time.monotonic() + left_s)  # type: ignore[arg-type]
+
+
+def test_a_group_whose_ranks_crash_before_the_submission_loads_is_started_once_more(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    groups: Any = _groups(monkeypatch, [False, True, False])
+    groups.start()  # the tests' group
+    groups.start()  # a ranked round's: crashed while starting, started again
+    assert _StartingGroup.started == 3 and groups.restarts and not groups.current.finished
+    _, stderr = groups.output_text()
+    assert stderr.startswith("[kernelcup: the ranks were started again after: rank 0's process was killed")
+
+
+def test_a_group_that_crashes_while_starting_twice_ends_the_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelcup.harness.verdict import RunEnded
+
+    groups: Any = _groups(monkeypatch, [True, True])
+    with pytest.raises(RunEnded, match="SIGSEGV"):
+        groups.start()
+    assert _StartingGroup.started == 2
+
+
+def test_a_group_is_not_started_again_without_the_time_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelcup.harness.verdict import RunEnded
+
+    groups: Any = _groups(monkeypatch, [True], left_s=5.0)
+    with pytest.raises(RunEnded, match="SIGSEGV"):
+        groups.start()
+    assert _StartingGroup.started == 1
