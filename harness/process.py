@@ -123,9 +123,10 @@ PYTHON_FLAGS = ("-P", "-s")
 # could overwrite the cached build from one process, and the job's next process would load its
 # code as the sleep, which runs before the start event: untimed. Each process builds the sleep
 # afresh instead (one NVRTC compile). The driver's own cache of PTX it compiled
-# (``~/.nv/ComputeCache``) is off for the same reason: NVRTC hands PTX to the driver where it does
-# not know the GPU's architecture.
-NO_KERNEL_CACHE = {"USE_PYTORCH_KERNEL_CACHE": "0", "CUDA_CACHE_DISABLE": "1"}
+# (``~/.nv/ComputeCache``) stays on: NVRTC builds the sleep for the GPU itself wherever it knows
+# the GPU's architecture, and with that cache off, a GPU newer than the installed torch would
+# compile every torch kernel it uses again in every process (SECURITY.md, Known limits).
+NO_KERNEL_CACHE = {"USE_PYTORCH_KERNEL_CACHE": "0"}
 
 _INHERITED_ENV = (
     "PATH",
