@@ -34,8 +34,11 @@ lint: setup
 typecheck: setup
 	$(PY) -m mypy
 
+# Two workers, each taking whole test files (--dist loadfile), so a module's fixture, often a batch
+# of real harness runs, runs once. Most of the suite waits on subprocesses and servers, so two
+# workers pay off even on CI's 2 cores.
 pytest: setup
-	$(PY) -m pytest -q --durations=25
+	$(PY) -m pytest -q --durations=25 -n 2 --dist loadfile
 
 test: lint typecheck pytest
 

@@ -157,7 +157,12 @@ def _processes_named(name: str) -> list[int]:
 
 
 def _job_cgroups() -> list[Path]:
-    """Job cgroups under this process's own cgroups (where the harness makes them)."""
+    """Job cgroups left behind under this process's own cgroups (where the harness makes them).
+
+    A cgroup is named for the harness that made it (``kernelcup-<pid>-...``); one whose harness
+    is still alive belongs to a job running now beside this test (another pytest worker, the
+    wheel check, anything else on the machine sharing a root cgroup), not to the harness this
+    test ran, which has exited."""
     from kernelcup.harness.cgroups import _mounts, _own_paths
 
     own = _own_paths()
@@ -166,7 +171,20 @@ def _job_cgroups() -> list[Path]:
         for controller in ("", *options.split(",")) if fstype.startswith("cgroup") else ():
             if controller in own:
                 found += Path(mount_point, own[controller].lstrip("/")).glob("kernelcup-*")
-    return found
+    return [path for path in found if not _harness_alive(path.name)]
+
+
+def _harness_alive(cgroup_name: str) -> bool:
+    pid = cgroup_name.split("-")[1]
+    if not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 def _wait_gone(check: Any, seconds: float = 5.0) -> Any:

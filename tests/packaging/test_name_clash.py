@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -46,10 +47,30 @@ def run(*command: str | Path, cwd: Path | None = None) -> subprocess.CompletedPr
                           cwd=cwd)
 
 
+def checkout_copy(folder: Path) -> Path:
+    """The checkout's files (tracked, and untracked but not ignored) copied into ``folder``.
+
+    setuptools builds in the source tree: it writes build/ and rewrites kernelcup.egg-info in
+    place, the metadata importlib reads for our entry points in every test process, while other
+    tests run beside this one (pytest-xdist, and the wheel check in .ci/run)."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        source, target = ROOT / name, folder / name
+        if not source.is_symlink() and not source.is_file():
+            continue  # deleted in the working tree
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():
+            target.symlink_to(os.readlink(source))
+        else:
+            shutil.copy2(source, target)
+    return folder
+
+
 @pytest.mark.slow
 def test_kernelcup_and_another_adapters_distribution_both_survive(tmp_path: Path) -> None:
-    built = run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", tmp_path, ROOT)
-    shutil.rmtree(ROOT / "build", ignore_errors=True)  # setuptools builds in the source tree
+    source = checkout_copy(tmp_path / "source")
+    built = run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", tmp_path, source)
     assert built.returncode == 0, built.stderr
     kernelcup = next(tmp_path.glob("kernelcup-*.whl"))
     with zipfile.ZipFile(kernelcup) as archive:
