@@ -14,6 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
+import aiohttp
 import discord
 import structlog
 
@@ -141,6 +142,10 @@ class ThrottledEdits:
                 self.edits += 1
             except discord.HTTPException as error:
                 log.warning("progress edit failed", status=error.status, code=error.code, error=error.text)
+            except (aiohttp.ClientError, OSError) as error:
+                # The connection, not Discord's answer (a server that hung up, a reset, a timeout):
+                # escaping, it would end the drain and make ``settle`` raise before the result's edit.
+                log.warning("progress edit failed", error=repr(error))
             finally:
                 # Counted from when the edit is done, not begun: a slow edit (a loaded database
                 # read, a slow request) must not let the next one follow it within the interval.

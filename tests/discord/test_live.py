@@ -110,3 +110,24 @@ async def test_the_interval_counts_from_the_end_of_a_slow_edit() -> None:
     await edits.settle()
     assert len(started) == 2
     assert started[1] - started[0] >= 0.2 + 0.3 * 0.95
+
+
+async def test_a_progress_edit_whose_connection_breaks_is_skipped_and_the_next_goes_out() -> None:
+    # aiohttp's errors are not discord.HTTPException: a server that hung up on one progress edit
+    # must not end the edits, nor make the final settle raise before the result is shown.
+    import aiohttp
+
+    shown: list[str] = []
+
+    async def flaky_edit(embed: discord.Embed) -> None:
+        if not shown:
+            shown.append("broken")
+            raise aiohttp.ServerDisconnectedError()
+        shown.append(str(embed.title))
+
+    edits = ThrottledEdits(flaky_edit, 0.05)
+    edits.show(discord.Embed(title="first"))
+    await edits.settle()
+    edits.show(discord.Embed(title="second"))
+    await edits.settle()
+    assert shown == ["broken", "second"] and edits.edits == 1
