@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal
 
+import aiohttp
 import discord
 import structlog
 
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("kernelcup.discord")
 
 DESCRIPTION_CHARS = 4000  # an embed holds 4096
+FINAL_EDIT_RETRIES_S = (1.0, 4.0)  # waits before the result's edit is tried again (``edit_final``)
 THREAD_ARCHIVE_MINUTES: Literal[10080] = 10080  # a week: people come back to their logs
 
 
@@ -102,7 +104,7 @@ class SubmissionFollower:
             await live.edit(progress_embed(submission_id, header, jobs.values()))
         report = await self.app.submission_report(submission_id)
         where = await self._post_details(live, submission_id, [b for b in report.blocks if not _is_title(b)])
-        await live.edit(final_embed(submission_id, report, where))
+        await edit_final(live, final_embed(submission_id, report, where), submission_id)
         log.info("submission delivered", submission_id=submission_id, message_id=live.message_id,
                  progress_edits=edits.edits)
 
@@ -161,6 +163,23 @@ class SubmissionFollower:
             log.warning("no thread for the details", submission_id=submission_id, status=error.status,
                         code=error.code)
             return None
+
+
+async def edit_final(live: LiveMessage, embed: discord.Embed, submission_id: int,
+                     delays_s: tuple[float, ...] = FINAL_EDIT_RETRIES_S) -> None:
+    """Show the result. The report is claimed by now, so no other process will show it: where
+    the connection breaks (aiohttp's ServerDisconnectedError, a reset, a timeout; discord.py
+    retries only some of these itself), the edit is tried again after each of ``delays_s``."""
+    for delay in (*delays_s, None):
+        try:
+            await live.edit(embed)
+            return
+        except (aiohttp.ClientError, OSError) as error:
+            if delay is None:
+                raise
+            log.warning("result edit failed; trying again", submission_id=submission_id, error=repr(error),
+                        in_s=delay)
+            await asyncio.sleep(delay)
 
 
 def _is_title(block: Block) -> bool:

@@ -7,6 +7,7 @@ import itertools
 import time
 
 import discord
+import pytest
 
 from kernelcup.adapters.discord.adapter import DiscordAdapter
 from kernelcup.adapters.discord.live import ThrottledEdits
@@ -131,3 +132,29 @@ async def test_a_progress_edit_whose_connection_breaks_is_skipped_and_the_next_g
     edits.show(discord.Embed(title="second"))
     await edits.settle()
     assert shown == ["broken", "second"] and edits.edits == 1
+
+
+async def test_the_results_edit_is_tried_again_where_the_connection_breaks() -> None:
+    # The report is claimed before its edit: no other process shows it if this one is lost.
+    import aiohttp
+
+    from kernelcup.adapters.discord.follow import edit_final
+
+    class Live:
+        def __init__(self, failures: int) -> None:
+            self.failures = failures
+            self.shown: list[str | None] = []
+
+        async def edit(self, embed: discord.Embed) -> None:
+            if self.failures:
+                self.failures -= 1
+                raise aiohttp.ServerDisconnectedError()
+            self.shown.append(embed.title)
+
+    flaky = Live(failures=2)
+    await edit_final(flaky, discord.Embed(title="result"), 7, delays_s=(0.01, 0.01))  # type: ignore[arg-type]
+    assert flaky.shown == ["result"]
+    gone = Live(failures=3)
+    with pytest.raises(aiohttp.ServerDisconnectedError):
+        await edit_final(gone, discord.Embed(title="result"), 7, delays_s=(0.01, 0.01))  # type: ignore[arg-type]
+    assert gone.shown == []
