@@ -354,36 +354,35 @@ def time_case(
     noop_share = NOOP_SHARE
     checked = False  # the harness checked the last call's output: the next order runs after its work
     more_until: float | None = None  # timing is done, but too few no-op calls were taken among the calls
+
+    def timed(kwargs: Case, noop: bool = False) -> Timed:
+        nonlocal checked
+        call = session.time_call(kwargs, noop=noop)
+        call.after_check, checked = checked, False
+        return call
+
     while True:
         if rng.random() < noop_share:  # no-op calls throughout, so both see the same conditions
-            call = session.time_call(seeds.case(case, "baseline" + tag, len(baseline)), noop=True)
-            call.after_check, checked = checked, False
-            baseline.append(call)
+            baseline.append(timed(seeds.case(case, "baseline" + tag, len(baseline)), noop=True))
             continue
         kwargs = seeds.case(case, "bench" + tag, index)
-        call = session.time_call(kwargs)
-        call.after_check, checked = checked, False
-        readings.append(call)
+        readings.append(timed(kwargs))
         if index == 0 or rng.random() < plan.recheck_probability:
             _recheck(session, problem, kwargs, label, index, max_payload)
             checked = True
         index += 1
-        if more_until is None:
-            # The interval is recomputed every call at first, then every ~3% more calls.
-            done = (index < 64 or index % (index // 32) == 0) and stats.should_stop(
-                [r.event_ns for r in readings], time.monotonic() - start, rule
-            )
-            if not done and not (time.monotonic() - start >= rule.max_seconds and index >= 2):
-                continue
-            if len(baseline) - calibrated >= PAIRED_MIN_NOOPS:
+        enough_noops = len(baseline) - calibrated >= PAIRED_MIN_NOOPS
+        if more_until is not None:
+            if enough_noops or time.monotonic() >= more_until:
+                break
+        elif _timed_enough(readings, index, start, rule):
+            if enough_noops:
                 break
             # A slow case ends after a few dozen calls with two or three no-op calls among them:
             # more, half the calls no-ops, for up to ``MORE_NOOPS_SHARE`` of its time on top
             # (``outside_time`` compares the real calls with these).
             more_until = time.monotonic() + MORE_NOOPS_SHARE * seconds
             noop_share = 0.5
-        elif len(baseline) - calibrated >= PAIRED_MIN_NOOPS or time.monotonic() >= more_until:
-            break
 
     trace(label, readings, baseline, calibrated)
     times, note, overhead = _times(readings, baseline, session.device, session.noop_event_ns)
@@ -409,6 +408,15 @@ def time_case(
     result.host_median_ns = _median([r.host_ns for r in readings]) if readings else None
     roofline(result, problem, case, gpu, session.device, label, l2_of(session))
     return CaseTiming(result, summary.median * 1e-9, times, note, host_spread=spread)
+
+
+def _timed_enough(readings: list[Timed], index: int, start: float, rule: stats.StopRule) -> bool:
+    """Whether a case's median is known well enough, or its time for timing is up."""
+    elapsed = time.monotonic() - start
+    # The interval is recomputed every call at first, then every ~3% more calls.
+    if (index < 64 or index % (index // 32) == 0) and stats.should_stop([r.event_ns for r in readings], elapsed, rule):
+        return True
+    return elapsed >= rule.max_seconds and index >= 2
 
 
 def trace(label: str, readings: list[Timed], baseline: list[Timed], calibrated: int) -> None:

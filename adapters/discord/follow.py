@@ -12,11 +12,10 @@ import asyncio
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal
 
-import aiohttp
 import discord
 import structlog
 
-from kernelcup.adapters.discord.live import LiveMessage, ThrottledEdits
+from kernelcup.adapters.discord.live import CONNECTION_ERRORS, LiveMessage, ThrottledEdits
 from kernelcup.adapters.discord.render import (
     BLURPLE,
     GREEN,
@@ -168,13 +167,13 @@ class SubmissionFollower:
 async def edit_final(live: LiveMessage, embed: discord.Embed, submission_id: int,
                      delays_s: tuple[float, ...] = FINAL_EDIT_RETRIES_S) -> None:
     """Show the result. The report is claimed by now, so no other process will show it: where
-    the connection breaks (aiohttp's ServerDisconnectedError, a reset, a timeout; discord.py
-    retries only some of these itself), the edit is tried again after each of ``delays_s``."""
+    the connection breaks (``CONNECTION_ERRORS``), the edit is tried again after each of
+    ``delays_s``."""
     for delay in (*delays_s, None):
         try:
             await live.edit(embed)
             return
-        except (aiohttp.ClientError, OSError) as error:
+        except CONNECTION_ERRORS as error:
             if delay is None:
                 raise
             log.warning("result edit failed; trying again", submission_id=submission_id, error=repr(error),

@@ -18,6 +18,10 @@ import aiohttp
 import discord
 import structlog
 
+# The connection failing, not Discord answering: a server that hung up (aiohttp's
+# ServerDisconnectedError), a reset, a timeout. discord.py retries only some of these itself.
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError)
+
 log = structlog.get_logger("kernelcup.discord")
 
 INTERACTION_LIFETIME = timedelta(minutes=15)
@@ -142,9 +146,8 @@ class ThrottledEdits:
                 self.edits += 1
             except discord.HTTPException as error:
                 log.warning("progress edit failed", status=error.status, code=error.code, error=error.text)
-            except (aiohttp.ClientError, OSError) as error:
-                # The connection, not Discord's answer (a server that hung up, a reset, a timeout):
-                # escaping, it would end the drain and make ``settle`` raise before the result's edit.
+            except CONNECTION_ERRORS as error:
+                # Escaping, it would end the drain and make ``settle`` raise before the result's edit.
                 log.warning("progress edit failed", error=repr(error))
             finally:
                 # Counted from when the edit is done, not begun: a slow edit (a loaded database
