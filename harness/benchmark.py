@@ -72,11 +72,9 @@ BASELINE_SHARE = 0.2  # of a case's time share, at most, before timing starts (p
 NOOP_SHARE = 0.1
 RECHECK_KEEP_BYTES = 256 << 20  # the harness's unused GPU cache kept between rechecks, at most
 # Outside time is judged order by order with the next order's (``outside_time``) where at least
-# this many no-op calls were taken among the real ones; a case that ends with fewer takes more,
-# for up to this share of its time (within the 15% of the job's time that each case's share
-# leaves over: harness/children.py, ``time_share``).
+# this many no-op calls were taken among the real ones. A slow case ends with fewer: taking more
+# there overran its share (a case of 1 s orders ran a 24 s job out of time on a loaded CI box).
 PAIRED_MIN_NOOPS = 8
-MORE_NOOPS_SHARE = 0.15
 HIDDEN_MIN_NS = 3_000.0  # hidden work below this is indistinguishable from sync jitter
 HIDDEN_FRACTION = 0.05
 # Tolerated excess of unexplained time per call... (honest runs on an H200 now and then showed
@@ -351,9 +349,7 @@ def time_case(
     start = time.monotonic()
     rule = dataclasses.replace(plan.rule, max_seconds=max(0.0, min(plan.rule.max_seconds, seconds - (start - begun))))
     index = 0
-    noop_share = NOOP_SHARE
     checked = False  # the harness checked the last call's output: the next order runs after its work
-    more_until: float | None = None  # timing is done, but too few no-op calls were taken among the calls
 
     def timed(kwargs: Case, noop: bool = False) -> Timed:
         nonlocal checked
@@ -362,7 +358,7 @@ def time_case(
         return call
 
     while True:
-        if rng.random() < noop_share:  # no-op calls throughout, so both see the same conditions
+        if rng.random() < NOOP_SHARE:  # no-op calls throughout, so both see the same conditions
             baseline.append(timed(seeds.case(case, "baseline" + tag, len(baseline)), noop=True))
             continue
         kwargs = seeds.case(case, "bench" + tag, index)
@@ -371,18 +367,8 @@ def time_case(
             _recheck(session, problem, kwargs, label, index, max_payload)
             checked = True
         index += 1
-        enough_noops = len(baseline) - calibrated >= PAIRED_MIN_NOOPS
-        if more_until is not None:
-            if enough_noops or time.monotonic() >= more_until:
-                break
-        elif _timed_enough(readings, index, start, rule):
-            if enough_noops:
-                break
-            # A slow case ends after a few dozen calls with two or three no-op calls among them:
-            # more, half the calls no-ops, for up to ``MORE_NOOPS_SHARE`` of its time on top
-            # (``outside_time`` compares the real calls with these).
-            more_until = time.monotonic() + MORE_NOOPS_SHARE * seconds
-            noop_share = 0.5
+        if _timed_enough(readings, index, start, rule):
+            break
 
     trace(label, readings, baseline, calibrated)
     times, note, overhead = _times(readings, baseline, session.device, session.noop_event_ns)
