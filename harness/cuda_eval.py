@@ -251,7 +251,7 @@ def run(spec: JobSpec, workspace: Workspace, result: Result, emit: Emit, deadlin
     from kernelcup.harness import sysinfo
 
     nvml = sysinfo.Nvml()
-    nvml.select()
+    nvml.select(sysinfo.visible_gpu_uuid())
     info: dict[str, Any] = {"gpu": torch.cuda.get_device_name()}
     result.system = sysinfo.collect("cuda", info, nvml)
     result.system.isolation = workspace.isolation()

@@ -47,7 +47,7 @@ def run(spec: JobSpec, workspace: Workspace, result: Result, emit: Emit, deadlin
     info: dict[str, Any] = {}
     if device == "cuda":
         nvml = sysinfo.Nvml()
-        nvml.select()
+        nvml.select(sysinfo.visible_gpu_uuid())
         info["gpu"] = torch.cuda.get_device_name()
     result.system = sysinfo.collect(device, info, nvml)
     result.system.isolation = workspace.isolation()

@@ -106,6 +106,15 @@ def _driver_from_proc() -> str:
     return ""
 
 
+def visible_gpu_uuid() -> str:
+    """The UUID of the GPU this process's torch runs on (its ``cuda:0``), for ``Nvml.select``:
+    NVML numbers every GPU of the machine whatever ``CUDA_VISIBLE_DEVICES`` says, so index 0
+    read GPU 0's clock for a CUDA program timed on GPU 1 (345 MHz, idle, on two H200s)."""
+    import torch
+
+    return str(getattr(torch.cuda.get_device_properties(0), "uuid", ""))
+
+
 def collect(device: str, child_info: dict[str, Any], nvml: Nvml | None) -> SystemInfo:
     import torch
 

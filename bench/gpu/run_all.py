@@ -554,6 +554,8 @@ def section_pytest(report: Report, state: dict[str, Any]) -> None:
     names = ("verdicts", "hostile", "modes", "standby", "rounds")
     files = [f"tests/harness/test_harness_{n}.py" for n in names]
     files.append("tests/harness/test_sandbox.py")
+    files.append("tests/harness/test_user_site.py")  # nothing planted in HOME runs or replaces GPU kernels
+    files.append("tests/harness/test_harness_units.py")  # the GPU-only units (NVML by the GPU's UUID)
     files.append("tests/compat/test_compat_harness.py")  # GPU MODE's classes; torch.compile, CUDA graphs
     files.append("tests/compat/test_side_streams.py")  # work on side streams, joined or not
     if PYTEST_ONLY:  # the whole list takes ~9 minutes on an H100: one call's limit

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import ctypes
 import dataclasses
 import math
 import os
@@ -606,6 +607,49 @@ def test_work_a_call_does_outside_its_timed_call_is_charged_to_it(where: str) ->
     assert benchmark.outside_time(readings, baseline, 250_000.0, 0.25, before) == pytest.approx(3_000_000.0, rel=0.02)
 
 
+def _drifted(seed: int, tampered_ns: float = 0.0) -> tuple[list[Any], list[Any], int]:
+    """A slow case (40 calls of ~1 ms, a no-op call or two among them) whose harness-to-child
+    round trip rose from ~270 µs during the no-op calls taken before timing to ~600 µs for
+    everything after (an honest grayscale's rose to ~530 µs on an H100 beside another GPU's job)."""
+    from kernelcup.harness.session import Timed
+
+    rng = random.Random(seed)
+    kinds = [True] * 10 + [False] * 18 + [True] + [False] * 21
+    readings: list[Any] = []
+    baseline: list[Any] = []
+    for position, noop in enumerate(kinds):
+        trip = (270_000.0 if position < 10 else 600_000.0) + rng.uniform(-40_000, 40_000)
+        wall = 20_000.0 if noop else 1_000_000.0
+        hidden = 0.0 if noop else tampered_ns  # what a tampered reading leaves out
+        call = wall + trip + hidden
+        timed = Timed(wall / 10, wall, wall, call + 900_000.0 + rng.uniform(0, 30_000), call, at_ns=float(position))
+        (baseline if noop else readings).append(timed)
+    return readings, baseline, 10
+
+
+def test_a_slow_case_whose_round_trip_rose_after_the_calibration_is_neither_tampering_nor_charged() -> None:
+    from kernelcup.harness import benchmark
+    from kernelcup.harness.verdict import RunEnded
+
+    for seed in range(10):
+        readings, baseline, before = _drifted(seed)
+        assert len(baseline) - before < benchmark.PAIRED_MIN_NOOPS
+        # Against every no-op call alone (as before), ~330 µs short per call: "timer tampering".
+        with pytest.raises(RunEnded, match="timer tampering"):
+            benchmark._check_clock(readings, baseline, "b", 250_000.0, 0.25, len(baseline))
+        benchmark._check_clock(readings, baseline, "b", 250_000.0, 0.25, before)
+        assert benchmark.outside_time(readings, baseline, 250_000.0, 0.25, before) == 0.0
+
+
+def test_a_tampered_reading_in_a_slow_case_still_fails_against_its_few_no_op_calls() -> None:
+    from kernelcup.harness import benchmark
+    from kernelcup.harness.verdict import RunEnded
+
+    readings, baseline, before = _drifted(0, tampered_ns=2_000_000.0)  # 3 ms passed, 1 ms reported
+    with pytest.raises(RunEnded, match=r"reported (19|20)\d\d µs per call less .* \(timer tampering\)"):
+        benchmark._check_clock(readings, baseline, "b", 250_000.0, 0.25, before)
+
+
 def test_a_round_caught_in_a_slow_spell_is_dropped_once_a_third_round_decides() -> None:
     from kernelcup.harness import benchmark
     from kernelcup.harness.spec import GpuInfo
@@ -662,6 +706,22 @@ def test_the_clock_is_watched_while_benchmarks_run_and_its_limits_are_reported()
     with sysinfo.watching(None, quiet.system):  # the CPU: nothing to watch
         pass
     assert quiet.system.sm_clock_mhz_min is None and clock_note(quiet) == ""
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="NVML and a CUDA GPU")
+def test_the_clock_watched_is_the_gpu_the_process_runs_on_by_its_uuid() -> None:
+    from kernelcup.harness import sysinfo
+
+    # By UUID, never by index: NVML counts every GPU whatever CUDA_VISIBLE_DEVICES says, so a
+    # CUDA program timed on GPU 1 had GPU 0's idle clock (345 MHz) in its result.
+    nvml = sysinfo.Nvml()
+    uuid = sysinfo.visible_gpu_uuid()
+    assert uuid and nvml._lib is not None
+    handle = ctypes.c_void_p()
+    name = uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+    assert nvml._lib.nvmlDeviceGetHandleByUUID(name.encode(), ctypes.byref(handle)) == 0
+    assert nvml.select(uuid) and nvml._handle.value == handle.value
+    assert nvml.sm_clock_mhz() is not None
 
 
 def test_a_scores_noise_range_combines_the_cases_intervals_as_the_score_does() -> None:
