@@ -11,6 +11,10 @@ round runs in the current process.
 
 Every process is brought up the same way (``load`` order, ``ready``) in the same workspace and
 sandbox, and learns no more than the first: seeds still come one at a time with each order.
+
+A process that crashes or errs while starting, before it is sent ``load``, has run nothing of
+the submission's: it is started once more per job where time allows (as a group of ranks is,
+``harness/multi_gpu.py``), and the job's stderr says so.
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ if TYPE_CHECKING:
 # A fresh process is started only where its start-up leaves at least this share of the time
 # left for timing; otherwise the round runs in the current process (and the case says so).
 FRESH_MAX_SHARE = 0.5
+# A process (or a group of ranks, harness/multi_gpu.py) that died while starting is started again
+# only with at least this much of the job's time left.
+MIN_RESTART_S = 30.0
 
 
 def time_share(left_s: float, slots_left: int, starts_left: int, startup_s: float) -> float:
@@ -96,10 +103,12 @@ class Process:
     started_for: int  # the round it was started for (0: the first process, which ran the tests)
     startup_s: float | None = None
     ended: bool = False
+    started_again: bool = False  # it replaces one that died while starting
 
     @property
     def label(self) -> str:
-        return "the first process" if self.started_for == 0 else f"a fresh process for round {self.started_for}"
+        label = "the first process" if self.started_for == 0 else f"a fresh process for round {self.started_for}"
+        return f"{label}, started again" if self.started_again else label
 
 
 class Children:
@@ -117,6 +126,7 @@ class Children:
         self.processes: list[Process] = []
         self._load_sent = 0.0
         self._reported_startup_s = 0.0
+        self.restarts: list[str] = []  # why a process was started again (``_started``)
 
     @property
     def current(self) -> Process:
@@ -137,15 +147,51 @@ class Children:
         self.processes.append(process)
         return process
 
+    def _spawn(self, started_for: int) -> Process:
+        try:
+            child = start_python_child(self.workspace, self.spec.device)
+        except OSError as exc:
+            for_round = f" for round {started_for}" if started_for else ""
+            raise RunEnded(Status.ERROR, f"could not start the submission's process{for_round}: {exc}") from None
+        return self._adopt(child, started_for)
+
+    def _started(self, process: Process) -> tuple[Process, str]:
+        """Wait for ``process`` to start up: the live process, and the device it reports.
+
+        One that crashes or errs here has not been sent ``load``: nothing of the submission's
+        ran in it, so the failure is not the submission's verdict. It is started once more per
+        job where time allows, and stays among :attr:`processes` (its output is the job's)."""
+        try:
+            return process, process.session.wait_started()
+        except RunEnded as ended:
+            if not self._may_start_again(ended):
+                raise
+            self.restarts.append(f"{ended.verdict} ({process.label})")
+            self._end(process)
+        again = self._spawn(process.started_for)
+        again.started_again = True
+        return again, again.session.wait_started()
+
+    def _may_start_again(self, ended: RunEnded) -> bool:
+        """Once per job, for a crash or an error, where another start fits as a fresh process's
+        must (:func:`fresh_fits`) and at least ``MIN_RESTART_S`` is left."""
+        left_s = self.deadline - time.monotonic()
+        return (
+            not self.restarts
+            and ended.status in (Status.CRASHED, Status.ERROR)
+            and left_s >= MIN_RESTART_S
+            and fresh_fits(left_s, self.startup_estimate())
+        )
+
     def start(self) -> Session:
         """The first process (the prepared one where it was started for this device), told its
         job; :meth:`wait_ready` waits for it, so the harness can read the leaderboard meanwhile."""
-        process = self._adopt(self.prepared.child or start_python_child(self.workspace, self.spec.device), 0)
-        if not wanted(self.spec.device, process.session.wait_started()):  # a standby for another device
+        process = self._spawn(0) if self.prepared.child is None else self._adopt(self.prepared.child, 0)
+        process, device = self._started(process)
+        if not wanted(self.spec.device, device):  # a standby for another device
             self._end(process)
             self.processes.remove(process)
-            process = self._adopt(start_python_child(self.workspace, self.spec.device), 0)
-            process.session.wait_started()
+            process, _ = self._started(self._spawn(0))
         self._reported_startup_s = process.session.startup_s
         self._load_sent = time.monotonic()
         process.session.load(load_order(self.spec, self.workspace))
@@ -175,15 +221,9 @@ class Children:
         self._end(self.current)
         earlier = "the tests and the earlier rounds" if round_number > 1 else "the tests"
         where = f"in a fresh process started for round {round_number} of the benchmarks ({earlier} ran in another)"
+        process = self._spawn(round_number)
         try:
-            child = start_python_child(self.workspace, self.spec.device)
-        except OSError as exc:
-            raise RunEnded(
-                Status.ERROR, f"could not start the submission's process for round {round_number}: {exc}"
-            ) from None
-        process = self._adopt(child, round_number)
-        try:
-            process.session.wait_started()
+            process, _ = self._started(process)
             process.session.load(load_order(self.spec, self.workspace))
             process.session.wait_ready()
         except RunEnded as ended:
@@ -208,7 +248,8 @@ class Children:
                 self.prepared.child = None
 
     def close(self, result: Result) -> None:
-        """End every process (whatever happened) and put each one's output in ``result``."""
+        """End every process (whatever happened) and put each one's output in ``result``; where
+        one was started again, the stderr says why first."""
         error: BaseException | None = None
         for process in self.processes:
             try:
@@ -228,6 +269,13 @@ class Children:
                     for number, process in enumerate(self.processes, 1)
                 ],
             )
+            said = "".join(
+                f"[kernelcup: the submission's process was started again after: {why}]\n" for why in self.restarts
+            )
+            if said:
+                result.stderr = said + result.stderr
+                if "stderr.txt" in result.files:
+                    result.files["stderr.txt"] = said + result.files["stderr.txt"]
         finally:
             if error is not None:
                 raise error

@@ -29,7 +29,7 @@ from typing import Any
 from kernelcup.harness import benchmark, scoring, stats
 from kernelcup.harness import fingerprint as fp
 from kernelcup.harness.benchmark import BENCHMARK_PLAN, RANKED_PLAN, CaseTiming
-from kernelcup.harness.children import time_share
+from kernelcup.harness.children import MIN_RESTART_S, time_share
 from kernelcup.harness.rank_group import RankGroup, free_port
 from kernelcup.harness.reporting import Emit
 from kernelcup.harness.seeds import SeedPlan
@@ -45,7 +45,6 @@ OUTLIVED_NS = 50_000.0
 # the job's first (and the round's cases their shares besides).
 FRESH_STARTS_NEEDED = 3.0
 STARTING = "while starting"  # a group's activity until the submission is imported into its ranks
-MIN_RESTART_S = 30.0  # a group is started again only with at least this much of the job's time left
 
 
 def resolve_device(spec: JobSpec) -> str:

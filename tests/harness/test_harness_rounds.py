@@ -147,6 +147,14 @@ def test_a_fresh_process_that_dies_while_loading_is_a_crash_naming_its_round(run
     assert "in a fresh process started for round 1 of the benchmarks (the tests ran in another)" in result.verdict
 
 
+def test_a_fresh_process_that_dies_while_loading_is_not_started_again(runs: dict[str, HarnessRun]) -> None:
+    """It died importing the submission: the submission's verdict, though time was left to start
+    another (one that dies before ``load`` is, tests/harness/test_harness_restart.py)."""
+    result = runs["exit"].outcome()
+    assert "started again" not in result.stdout + result.stderr
+    assert "[kernelcup: stdout of process 2 of 2: a fresh process for round 1]\nPROCESS later=True" in result.stdout
+
+
 def test_a_fresh_process_that_never_loads_times_out_naming_its_round(runs: dict[str, HarnessRun]) -> None:
     result = runs["hang"].outcome()
     assert result.status is Status.TIMED_OUT, result.verdict
