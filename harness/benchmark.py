@@ -49,6 +49,7 @@ loaded (``timing.noop_event_ns``): GPU work a submission slipped into its job's 
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import dataclasses
 import itertools
@@ -544,40 +545,40 @@ def _beyond_noise(idle: list[float], busy: list[float], slack_ns: float, fractio
     return excess if excess > max(slack_ns, fraction * wall, noise) else 0.0
 
 
-def _idle_sets(baseline: list[Timed], calibrated: int) -> list[list[Timed]]:
-    """The no-op calls that real calls' unexplained or untimed time is judged against.
-
-    Those taken among the real ones (after the first ``calibrated``, taken back to back before
-    timing started) see the same conditions; where there are ``PAIRED_MIN_NOOPS`` of them, they
-    alone. With fewer (a slow case), every no-op call and those few are two sets, and what a
-    real call adds must show against each: the machine can move between the calibration and the
-    timing. On an H100 with a job on the host's other GPU, an honest Triton grayscale failed as
-    timer tampering: the harness's round trip to the child was ~270 µs for the no-op calls taken
-    before timing and ~530 µs for the real calls and the one no-op call among them (2026-11-27).
-    Replayed over that session's 600 traced case-rounds (252 on H100s, 348 on H200s), that
-    verdict and 4 of the 5 charges for outside time in slow cases are gone this way, and nothing
-    else changes."""
-    among = baseline[calibrated:]
-    if len(among) >= PAIRED_MIN_NOOPS:
-        return [among]
-    return [baseline, among] if among else [baseline]
-
-
-def _beyond_idle(
-    idle_sets: list[list[Timed]],
+def _beyond_nearest(
+    baseline: list[Timed],
     busy: list[Timed],
     measure: Callable[[Timed], float],
     slack_ns: float,
     fraction: float,
     wall: float,
 ) -> float:
-    """How much more ``measure`` reads on the ``busy`` calls than on every one of ``idle_sets``
-    (``_beyond_noise``: the least of the excesses); 0 where any set is matched or none is left."""
-    sets = [[measure(call) for call in idle] for idle in idle_sets if idle]
-    if not busy or not sets:
+    """How much more ``measure`` reads on the ``busy`` (real) calls than on the no-op calls of
+    ``baseline``, each real call against the no-op call nearest it in time: the median of those
+    differences, or 0 within slack and noise.
+
+    For a slow case, with fewer than ``PAIRED_MIN_NOOPS`` no-op calls among its real ones: the
+    machine can move between the calibration and the timing, or in the middle of a case, and a
+    few no-op calls cannot stand for every stretch. On an H100 with a job on the host's other
+    GPU, an honest Triton grayscale failed as timer tampering when the harness's round trip to
+    the child rose from ~270 µs in the calibration to ~530 µs for the real calls and the one
+    no-op call among them; in another case every order's untimed time stepped from ~0.8 to
+    ~1.1 ms two thirds of the way through, after two of its three no-op calls, and 312 µs per
+    call was charged (2026-11-27). Replayed over that session's 613 traced case-rounds (H100
+    and H200), this left no tampering verdict, and of the 6 charges for outside time in slow
+    cases, 2 (``outside_time``'s sums of two orders, in torch.compile's sort, which stalls every
+    few orders); nothing else changed."""
+    if not busy or not baseline:
         return 0.0
-    values = [measure(call) for call in busy]
-    return min(_beyond_noise(idle, values, slack_ns, fraction, wall) for idle in sets)
+    ordered = sorted(baseline, key=lambda call: call.at_ns)
+    times = [call.at_ns for call in ordered]
+    differences = []
+    for call in busy:
+        at = bisect.bisect_left(times, call.at_ns)
+        near = min(ordered[max(0, at - 1) : at + 1], key=lambda other: abs(other.at_ns - call.at_ns))
+        differences.append(measure(call) - measure(near))
+    excess = _median(differences)
+    return excess if excess > max(slack_ns, fraction * wall, 4.0 * _median_error(differences)) else 0.0
 
 
 def _check_clock(
@@ -589,12 +590,20 @@ def _check_clock(
     clock starts) to its reading (sent just after it stops): what the child does for a call of
     ``custom_kernel``, host work included, lies inside both clocks. Only a child whose reading
     is short of what passed (its timer slowed or its reading rewritten) shows more unexplained
-    time on real calls than on no-op calls (``_idle_sets``: which no-op calls).
+    time on real calls than on the no-op calls taken among them (with too few of those, than on
+    the no-op call nearest each: ``_beyond_nearest``).
     """
     wall = _median([r.wall_ns for r in readings])
-    short = _beyond_idle(
-        _idle_sets(baseline, calibrated), readings, lambda c: c.call_ns - c.wall_ns, slack_ns, fraction, wall
-    )
+    among = baseline[calibrated:]
+
+    def unexplained(call: Timed) -> float:
+        return call.call_ns - call.wall_ns
+
+    if len(among) >= PAIRED_MIN_NOOPS:  # taken among the real calls: the same conditions
+        idle, busy = [unexplained(b) for b in among], [unexplained(r) for r in readings]
+        short = _beyond_noise(idle, busy, slack_ns, fraction, wall)
+    else:
+        short = _beyond_nearest(baseline, readings, unexplained, slack_ns, fraction, wall)
     if short:
         raise RunEnded(
             Status.FAILED,
@@ -627,26 +636,34 @@ def outside_time(
     within tens of µs, and an honest tiny add was charged ~309 µs per call against them on an
     H100 (2026-11-27). The sums also even out a process that stalls every few orders
     (``torch.compile``'s sort: orders alternated between ~1 and ~4-7 ms, no-op or real). Two
-    orders' jitter: twice the slack. With fewer no-op calls among them, each real call's own
-    order, against every no-op call's and against those few alike (``_idle_sets``).
+    orders' jitter: twice the slack. With fewer no-op calls among them (a slow case), each real
+    call's two orders against the nearest one's in time (``_beyond_nearest``); with none, each
+    real call's own order against every no-op call's.
     """
     among = baseline[calibrated:]
     wall = _median([r.wall_ns for r in readings])
-    if len(among) < PAIRED_MIN_NOOPS:
-        kept = [[b for b in idle if not b.after_check] for idle in _idle_sets(baseline, calibrated)]
-        busy = [r for r in readings if not r.after_check]
-        return _beyond_idle(kept, busy, lambda c: c.window_ns - c.call_ns, slack_ns, fraction, wall)
+    if not among:
+        return _beyond_noise(
+            [b.window_ns - b.call_ns for b in baseline if not b.after_check],
+            [r.window_ns - r.call_ns for r in readings if not r.after_check],
+            slack_ns,
+            fraction,
+            wall,
+        )
     ordered = sorted(readings + baseline, key=lambda call: call.at_ns)
     with_next = {  # an order that came right after the harness checked an output ran after its work
         id(call): (call.window_ns - call.call_ns) + (after.window_ns - after.call_ns)
         for call, after in itertools.pairwise(ordered)
         if not call.after_check and not after.after_check
     }
-    real = [with_next[id(r)] for r in readings if id(r) in with_next]
-    idle = [with_next[id(b)] for b in among if id(b) in with_next]
+    real = [r for r in readings if id(r) in with_next]
+    idle = [b for b in among if id(b) in with_next]
     if not real or not idle:
         return 0.0
-    return _beyond_noise(idle, real, 2 * slack_ns, fraction, 2 * wall)
+    if len(among) < PAIRED_MIN_NOOPS:
+        return _beyond_nearest(idle, real, lambda call: with_next[id(call)], 2 * slack_ns, fraction, 2 * wall)
+    paired = [with_next[id(r)] for r in real]
+    return _beyond_noise([with_next[id(b)] for b in idle], paired, 2 * slack_ns, fraction, 2 * wall)
 
 
 def roofline(
