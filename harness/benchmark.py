@@ -565,9 +565,9 @@ def _beyond_nearest(
     no-op call among them; in another case every order's untimed time stepped from ~0.8 to
     ~1.1 ms two thirds of the way through, after two of its three no-op calls, and 312 µs per
     call was charged (2026-11-27). Replayed over that session's 613 traced case-rounds (H100
-    and H200), this left no tampering verdict, and of the 6 charges for outside time in slow
-    cases, 2 (``outside_time``'s sums of two orders, in torch.compile's sort, which stalls every
-    few orders); nothing else changed."""
+    and H200), this left no tampering verdict; of the slow cases' charges for outside time
+    (6 before: grayscale, conv2d, identity, torch.compile's sort) two, both in that sort, which
+    stalls every few orders (``outside_time`` judges sums of two orders); nothing else changed."""
     if not busy or not baseline:
         return 0.0
     ordered = sorted(baseline, key=lambda call: call.at_ns)
