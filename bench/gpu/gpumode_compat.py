@@ -68,6 +68,7 @@ from typing import Any
 import script_paths  # noqa: F401  (first: the repository on the path, and a YAML reader)
 
 # isort: split
+import registry
 from conftest import run_harness
 from repeatability import cases_repeat, ranges_overlap
 
@@ -83,14 +84,6 @@ DEFAULT_SETS = ("pmpp_v2", "bioml", "princeton", "linalg", "pmpp", "helion", "nv
 DEFAULT_OTHERS = {
     "helion": ("causal_conv1d_py", "fp8_quant_py"),  # imports helion: one clear line expected
     "nvidia": ("nvfp4_gemv",),  # Blackwell-only formats: a verdict on an H100 all the same
-}
-PEAKS = {  # nominal HBM GB/s and dense fp16/bf16 TFLOP/s, as bench/gpu/run_all.py
-    "H200": (4800.0, 989.0),
-    "H100 PCIe": (2000.0, 756.0),
-    "H100 NVL": (3900.0, 835.0),
-    "H100": (3350.0, 989.0),
-    "A100": (2039.0, 312.0),
-    "B200": (8000.0, 2250.0),
 }
 REFERENCE_AS_SUBMISSION = "from reference import ref_kernel as custom_kernel  # noqa: F401\n"
 SHOWN = 140
@@ -132,11 +125,7 @@ def gpu_info(device: str) -> GpuInfo:
         return GpuInfo()
     import torch
 
-    name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    for key, (bandwidth, tflops) in PEAKS.items():
-        if key in name:
-            return GpuInfo(name=name, peak_bandwidth_gbps=bandwidth, peak_tflops=tflops)
-    return GpuInfo(name=name)
+    return registry.gpu_info(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU")
 
 
 # --- finding problems ----------------------------------------------------------------------

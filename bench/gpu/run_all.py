@@ -54,6 +54,7 @@ from typing import Any
 from script_paths import HERE, REPO  # first: the repository on the path, and a YAML reader
 
 # isort: split
+import registry
 import torch
 from conftest import HarnessRun, leaderboard_spec, read_run, run_harness, start_harness
 from repeatability import cases_repeat, ranges_overlap
@@ -63,17 +64,6 @@ from kernelcup.harness.workspace import cache_dir
 
 SHIPPED = REPO / "leaderboards"
 HEADER = re.compile(r"^\s*(?:#|//)\s*(expect|requires):\s*(\S+)", re.MULTILINE)
-# Nominal peaks: HBM bandwidth (GB/s) and dense fp16/bf16 tensor TFLOP/s.
-PEAKS = {
-    "H200": (4800.0, 989.0),
-    "H100 PCIe": (2000.0, 756.0),
-    "H100 NVL": (3900.0, 835.0),
-    "H100": (3350.0, 989.0),
-    "A100": (2039.0, 312.0),
-    "L4": (300.0, 121.0),
-    "T4": (320.0, 65.0),
-    "B200": (8000.0, 2250.0),
-}
 ALL_SECTIONS = ["latency", "solutions", "ranked", "fidelity", "hostile", "pytest"]
 
 
@@ -127,11 +117,7 @@ def gpu_name() -> str:
 
 
 def gpu_info() -> GpuInfo:
-    name = gpu_name()
-    for key, (bandwidth, tflops) in PEAKS.items():
-        if key in name:
-            return GpuInfo(name=name, peak_bandwidth_gbps=bandwidth, peak_tflops=tflops)
-    return GpuInfo(name=name)
+    return registry.gpu_info(gpu_name())
 
 
 BOARDS: set[str] = set()  # --boards: only these leaderboards (empty: all)
