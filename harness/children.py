@@ -54,6 +54,13 @@ def fresh_fits(left_s: float, startup_s: float, needed_after_s: float = 0.0) -> 
     return startup_s <= FRESH_MAX_SHARE * left_s and startup_s + needed_after_s <= left_s
 
 
+def may_start_again(ended: RunEnded, restarted: bool, left_s: float, needed_s: float) -> bool:
+    """Whether a process or a group of ranks that ended with ``ended`` while starting (before
+    the submission was loaded into it) is started once more: once per job, for a crash or an
+    error, with ``needed_s`` and at least ``MIN_RESTART_S`` of the job's time left."""
+    return not restarted and ended.status in (Status.CRASHED, Status.ERROR) and left_s >= max(needed_s, MIN_RESTART_S)
+
+
 def start_python_child(workspace: Workspace, device: str) -> Child:
     """Start the submission's process in ``workspace`` for ``device``; it waits for ``load``."""
     sandboxed = workspace.sandbox is not None
@@ -173,15 +180,10 @@ class Children:
         return again, again.session.wait_started()
 
     def _may_start_again(self, ended: RunEnded) -> bool:
-        """Once per job, for a crash or an error, where another start fits as a fresh process's
-        must (:func:`fresh_fits`) and at least ``MIN_RESTART_S`` is left."""
+        """Where another start fits as a fresh process's must (:func:`fresh_fits`: twice its
+        start-up left)."""
         left_s = self.deadline - time.monotonic()
-        return (
-            not self.restarts
-            and ended.status in (Status.CRASHED, Status.ERROR)
-            and left_s >= MIN_RESTART_S
-            and fresh_fits(left_s, self.startup_estimate())
-        )
+        return may_start_again(ended, bool(self.restarts), left_s, 2 * self.startup_estimate())
 
     def start(self) -> Session:
         """The first process (the prepared one where it was started for this device), told its

@@ -29,7 +29,7 @@ from typing import Any
 from kernelcup.harness import benchmark, scoring, stats
 from kernelcup.harness import fingerprint as fp
 from kernelcup.harness.benchmark import BENCHMARK_PLAN, RANKED_PLAN, CaseTiming
-from kernelcup.harness.children import MIN_RESTART_S, time_share
+from kernelcup.harness.children import may_start_again, time_share
 from kernelcup.harness.rank_group import RankGroup, free_port
 from kernelcup.harness.reporting import Emit
 from kernelcup.harness.seeds import SeedPlan
@@ -126,12 +126,8 @@ class Groups:
         group = self.current
         failed_early = group is not None and group.activity == STARTING
         left_s = self.deadline - time.monotonic()
-        return (
-            failed_early
-            and not self.restarts
-            and ended.status in (Status.CRASHED, Status.ERROR)
-            and left_s >= max(FRESH_STARTS_NEEDED * self.startup_s, MIN_RESTART_S)
-        )
+        needed_s = FRESH_STARTS_NEEDED * self.startup_s
+        return failed_early and may_start_again(ended, bool(self.restarts), left_s, needed_s)
 
     def fresh_affordable(self) -> bool:
         return self.deadline - time.monotonic() >= FRESH_STARTS_NEEDED * self.startup_s
