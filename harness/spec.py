@@ -155,11 +155,15 @@ class SystemInfo:
     isolation: str = ""  # how the submission's process was isolated, e.g. "uid 65534 (nobody)"
     # GPU: where the timed calls ran (harness/cpus.py), read back from each process's timing thread.
     timing_cores: str = ""
-    # Sampled every 100 ms while benchmarks ran (NVML): the SM clock's range, the hottest the
-    # GPU got, and what held its clock down at some point (e.g. "power cap", "thermal").
+    # Sampled every 200 ms while benchmarks ran (NVML): the SM and memory clocks' ranges, the
+    # hottest the GPU got, the most power it drew, and what held its clock down at some point
+    # (e.g. "power cap", "thermal").
     sm_clock_mhz_min: float | None = None
     sm_clock_mhz_max: float | None = None
+    memory_clock_mhz_min: float | None = None
+    memory_clock_mhz_max: float | None = None
     gpu_temp_c_max: float | None = None
+    power_w_max: float | None = None
     clock_limits: list[str] = field(default_factory=list)
     # Multi-GPU: which card ran which rank, in rank order (e.g. "rank 1: cuda:1 = card 3, NVIDIA H100").
     ranks: list[str] = field(default_factory=list)

@@ -16,6 +16,7 @@ from typing import Any
 from kernelcup.harness.spec import SystemInfo
 
 NVML_CLOCK_SM = 1
+NVML_CLOCK_MEM = 2
 NVML_TEMPERATURE_GPU = 0
 # nvmlClocksEventReasons bits that mean the clock was held down (idle, application clocks and
 # display settings are left out: they say nothing about a kernel's speed).
@@ -59,6 +60,22 @@ class Nvml:
         if self._lib.nvmlDeviceGetClockInfo(self._handle, NVML_CLOCK_SM, ctypes.byref(value)) != 0:
             return None
         return float(value.value)
+
+    def memory_clock_mhz(self) -> float | None:
+        if self._lib is None or not self._handle.value:
+            return None
+        value = ctypes.c_uint()
+        if self._lib.nvmlDeviceGetClockInfo(self._handle, NVML_CLOCK_MEM, ctypes.byref(value)) != 0:
+            return None
+        return float(value.value)
+
+    def power_w(self) -> float | None:
+        if self._lib is None or not self._handle.value:
+            return None
+        value = ctypes.c_uint()  # milliwatts
+        if self._lib.nvmlDeviceGetPowerUsage(self._handle, ctypes.byref(value)) != 0:
+            return None
+        return value.value / 1000.0
 
     def temperature_c(self) -> float | None:
         if self._lib is None or not self._handle.value:
@@ -136,24 +153,32 @@ def collect(device: str, child_info: dict[str, Any], nvml: Nvml | None) -> Syste
 
 @contextmanager
 def watching(nvml: Nvml | None, info: SystemInfo) -> Iterator[None]:
-    """Sample the SM clock, the temperature and the clock limits while the block runs, and record
-    their range in ``info``: a score measured while the GPU was power- or heat-limited says so."""
+    """Sample the SM and memory clocks, the temperature, the power drawn and the clock limits
+    while the block runs, and record their range in ``info``: a score measured while the GPU was
+    power- or heat-limited says so. The memory clock and the power are there to tell apart what
+    moved a memory-bound case 0.5-1% between two jobs on an H200 while the SM clock stayed at
+    1980 MHz and each job's rounds agreed (2026-11-27)."""
     if nvml is None or nvml.sm_clock_mhz() is None:
         yield
         return
     clocks: list[float] = []
+    memory_clocks: list[float] = []
     temperatures: list[float] = []
+    powers: list[float] = []
     limits = 0
     stop = threading.Event()
 
     def sample() -> None:
         nonlocal limits
         while True:
-            clock, temperature = nvml.sm_clock_mhz(), nvml.temperature_c()
-            if clock is not None:
-                clocks.append(clock)
-            if temperature is not None:
-                temperatures.append(temperature)
+            for reading, kept in (
+                (nvml.sm_clock_mhz(), clocks),
+                (nvml.memory_clock_mhz(), memory_clocks),
+                (nvml.temperature_c(), temperatures),
+                (nvml.power_w(), powers),
+            ):
+                if reading is not None:
+                    kept.append(reading)
             limits |= nvml.clock_limits()
             if stop.wait(WATCH_INTERVAL_S):
                 return
@@ -167,6 +192,10 @@ def watching(nvml: Nvml | None, info: SystemInfo) -> Iterator[None]:
         thread.join(timeout=2)
         if clocks:
             info.sm_clock_mhz_min, info.sm_clock_mhz_max = min(clocks), max(clocks)
+        if memory_clocks:
+            info.memory_clock_mhz_min, info.memory_clock_mhz_max = min(memory_clocks), max(memory_clocks)
         if temperatures:
             info.gpu_temp_c_max = max(temperatures)
+        if powers:
+            info.power_w_max = max(powers)
         info.clock_limits = [name for bit, name in CLOCK_LIMITS.items() if limits & bit]

@@ -28,7 +28,8 @@ from kernelcup.harness.spec import CaseResult, Mode, Result, SpecError
 
 MAX_LIST = 100
 _SYSTEM_SHOWN = ("device", "gpu", "driver", "torch", "cuda", "triton", "python", "sm_clock_mhz_before",
-                 "sm_clock_mhz_after", "sm_clock_mhz_min", "sm_clock_mhz_max", "gpu_temp_c_max", "clock_limits",
+                 "sm_clock_mhz_after", "sm_clock_mhz_min", "sm_clock_mhz_max", "memory_clock_mhz_min",
+                 "memory_clock_mhz_max", "gpu_temp_c_max", "power_w_max", "clock_limits",
                  "isolation")  # not the runner's hostname
 
 

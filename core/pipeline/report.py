@@ -79,14 +79,20 @@ def submission_reply(session: Session, submission_id: int, details: bool = True)
 
 def clock_note(result: Result) -> str:
     """What the GPU's clock did while the benchmarks ran, when it was watched: e.g.
-    "GPU clock 1755-1980 MHz, up to 64 °C; held down by power cap at times"."""
+    "GPU clock 1755-1980 MHz, memory 2619 MHz, up to 64 °C, 690 W at most; held down by power
+    cap at times"."""
     system = result.system
     if system.sm_clock_mhz_min is None or system.sm_clock_mhz_max is None:
         return ""
     low, high = system.sm_clock_mhz_min, system.sm_clock_mhz_max
     note = f"GPU clock {low:.0f} MHz" if low == high else f"GPU clock {low:.0f}-{high:.0f} MHz"
+    slow, fast = system.memory_clock_mhz_min, system.memory_clock_mhz_max
+    if slow is not None and fast is not None:
+        note += f", memory {slow:.0f} MHz" if slow == fast else f", memory {slow:.0f}-{fast:.0f} MHz"
     if system.gpu_temp_c_max is not None:
         note += f", up to {system.gpu_temp_c_max:.0f} °C"
+    if system.power_w_max is not None:
+        note += f", {system.power_w_max:.0f} W at most"
     if system.clock_limits:
         note += f"; held down by {', '.join(system.clock_limits)} at times: timings may read slow"
     return note

@@ -704,6 +704,12 @@ class _Gpu:
         self.samples += 1
         return 1980.0 if self.samples < 3 else 1755.0
 
+    def memory_clock_mhz(self) -> float:
+        return 2619.0
+
+    def power_w(self) -> float:
+        return 500.0 + 40.0 * self.samples
+
     def temperature_c(self) -> float:
         return 40.0 + self.samples
 
@@ -725,8 +731,11 @@ def test_the_clock_is_watched_while_benchmarks_run_and_its_limits_are_reported()
     assert (system.sm_clock_mhz_min, system.sm_clock_mhz_max) == (1755.0, 1980.0)
     assert system.gpu_temp_c_max is not None and system.gpu_temp_c_max >= 44.0
     assert system.clock_limits == ["power cap"]
+    assert (system.memory_clock_mhz_min, system.memory_clock_mhz_max) == (2619.0, 2619.0)
+    assert system.power_w_max is not None and system.power_w_max >= 700.0
     note = clock_note(Result.from_json(result.to_json()))
-    assert note.startswith("GPU clock 1755-1980 MHz, up to ") and "held down by power cap" in note
+    assert note.startswith("GPU clock 1755-1980 MHz, memory 2619 MHz, up to ") and "held down by power cap" in note
+    assert " W at most" in note
     quiet = Result(job_id="j", mode="ranked", status="passed", verdict="ok")  # type: ignore[arg-type]
     with sysinfo.watching(None, quiet.system):  # the CPU: nothing to watch
         pass
