@@ -4,9 +4,10 @@
 #   run_all.py --repeat-only --sections ranked --repeat-set --boards <its share>
 # with CUDA_VISIBLE_DEVICES set to it, its own build cache and its own $OUT/g<N>.
 #
-#   OUT=... [B=budget_s] [BOARDS=a,b,c] [GPUS=n] [FIRST=k] [TRACE=1] bash bench/gpu/pairs.sh
+#   OUT=... [B=budget_s] [BOARDS=a,b,c] [GPUS=n] [FIRST=k] [TRACE=1] [EXTRA=n] bash bench/gpu/pairs.sh
 # (FIRST: the first GPU dealt to; those below it are left for other work. TRACE=1: every case's
-# calls to $OUT/g<N>.trace.jsonl, harness/benchmark.py's KERNELCUP_HARNESS_TRACE)
+# calls to $OUT/g<N>.trace.jsonl, harness/benchmark.py's KERNELCUP_HARNESS_TRACE. EXTRA=n: n more
+# jobs of each board after its pair, with the GPU's state in a drift table: run_all.py --extra-jobs)
 #
 # From the repository root, on the GPU machine, after the wheels of bench/gpu/wheels.sh are on
 # PYTHONPATH (run_all.py's header). BOARDS defaults to every shipped and repeat-set board.
@@ -25,7 +26,7 @@ for ((g = FIRST; g < GPUS; g++)); do
   for ((i = g - FIRST; i < ${#boards[@]}; i += GPUS - FIRST)); do share="$share${share:+,}${boards[i]}"; done
   [ -n "$share" ] || continue
   env ${TRACE:+KERNELCUP_HARNESS_TRACE=$OUT/g$g.trace.jsonl} CUDA_VISIBLE_DEVICES=$g KERNELCUP_CACHE_DIR=/tmp/kc-cache-$g OUT=$OUT/g$g \
-    python3 bench/gpu/run_all.py --repeat-only --sections ranked --repeat-set --budget-s "$B" --boards "$share" \
+    python3 bench/gpu/run_all.py --repeat-only --sections ranked --repeat-set --budget-s "$B" --boards "$share" ${EXTRA:+--extra-jobs "$EXTRA"} \
     > "$OUT/g$g.log" 2>&1 &
 done
 wait

@@ -25,7 +25,10 @@ On a machine with CUDA (and ncu for the fidelity section), from the repository r
 
 ``--repeat-set`` adds the leaderboards of ``bench/gpu/repeat`` (issue #14's patterns) to the
 solutions and ranked sections; the repeatability table then also says whether every case of
-the pair agreed within max(1%, 0.2 µs).
+the pair agreed within max(1%, 0.2 µs). ``--extra-jobs N`` ranks each pair's solution N more
+times back to back and adds a ``drift`` table: every job's score beside what the GPU did during
+it (memory and SM clock, power, temperature), to find what moves a case from job to job while
+each job's rounds agree.
 
 Sections run in that order and are skipped, with a note, once ``--budget-s`` is spent. Results
 go under ``$OUT`` (default ``./gpu-out``): ``gpu_report.md`` (the tables, also printed at the
@@ -332,6 +335,40 @@ def section_ranked(report: Report, state: dict[str, Any]) -> None:
                 )
             else:
                 report.add("repeatability", {"solution": name, "diff %": "second run failed"})
+            if second is not None and second.score_s and state.get("extra_jobs"):
+                _drift(report, state["extra_jobs"], board, path, name, [first, second])
+
+
+def _drift(report: Report, extra: int, board: str, path: Path, name: str, jobs: list[Result]) -> None:
+    """``extra`` more ranked jobs of a pair's solution, back to back, and each job's score with
+    what the GPU did meanwhile (memory clock, power, temperature): what moves a case between
+    jobs while each job's rounds agree (issue #14)."""
+    for number in range(extra):
+        if report.left() < 60:
+            report.notes.append("drift: stopped early, out of time budget")
+            break
+        more, _ = run(report, f"ranked-extra{number + 1}-{name}", spec_for(board, path, Mode.RANKED))
+        if more is None or not more.score_s:
+            break
+        jobs.append(more)
+    scores = [job.score_s * 1e6 for job in jobs if job.score_s]
+
+    def span(low: float | None, high: float | None) -> str:
+        return "?" if low is None or high is None else f"{low:.0f}" if low == high else f"{low:.0f}-{high:.0f}"
+
+    report.add(
+        "drift",
+        {
+            "solution": name,
+            "jobs": len(scores),
+            "scores µs": ", ".join(f"{score:.2f}" for score in scores),
+            "spread %": (max(scores) / min(scores) - 1) * 100,
+            "memory MHz": " | ".join(span(j.system.memory_clock_mhz_min, j.system.memory_clock_mhz_max) for j in jobs),
+            "SM MHz": " | ".join(span(j.system.sm_clock_mhz_min, j.system.sm_clock_mhz_max) for j in jobs),
+            "W max": " | ".join(span(j.system.power_w_max, j.system.power_w_max) for j in jobs),
+            "°C max": " | ".join(span(j.system.gpu_temp_c_max, j.system.gpu_temp_c_max) for j in jobs),
+        },
+    )
 
 
 def _host_bound(first: Result, second: Result) -> str:
@@ -585,6 +622,9 @@ def main() -> int:
     parser.add_argument("--boards", default="", help="solutions and ranked: only these leaderboards (comma-separated)")
     parser.add_argument("--repeat-set", action="store_true", help="add bench/gpu/repeat's leaderboards (issue #14)")
     parser.add_argument(
+        "--extra-jobs", type=int, default=0, help="ranked: more jobs after each pair, with the GPU state"
+    )
+    parser.add_argument(
         "--pytest-only", default="", help="pytest: only the files whose path holds one of these (comma-separated)"
     )
     args = parser.parse_args()
@@ -600,7 +640,7 @@ def main() -> int:
     report = Report(out, args.budget_s)
     if not torch.cuda.is_available():
         report.notes.append("no CUDA device: nothing to measure")
-    state: dict[str, Any] = {"repeat_only": args.repeat_only}
+    state: dict[str, Any] = {"repeat_only": args.repeat_only, "extra_jobs": args.extra_jobs}
     for section in args.sections.split(","):
         if section not in SECTIONS:
             report.notes.append(f"unknown section {section!r}")
