@@ -61,6 +61,12 @@ def may_start_again(ended: RunEnded, restarted: bool, left_s: float, needed_s: f
     return not restarted and ended.status in (Status.CRASHED, Status.ERROR) and left_s >= max(needed_s, MIN_RESTART_S)
 
 
+def started_again_note(what_was: str, restarts: list[str]) -> str:
+    """The lines that head a job's stderr where something was started again ("the ranks were"),
+    one for each why."""
+    return "".join(f"[kernelcup: {what_was} started again after: {why}]\n" for why in restarts)
+
+
 def start_python_child(workspace: Workspace, device: str) -> Child:
     """Start the submission's process in ``workspace`` for ``device``; it waits for ``load``."""
     sandboxed = workspace.sandbox is not None
@@ -180,10 +186,9 @@ class Children:
         return again, again.session.wait_started()
 
     def _may_start_again(self, ended: RunEnded) -> bool:
-        """Where another start fits as a fresh process's must (:func:`fresh_fits`: twice its
-        start-up left)."""
+        """Where another start fits as a fresh process's must (:func:`fresh_fits`)."""
         left_s = self.deadline - time.monotonic()
-        return may_start_again(ended, bool(self.restarts), left_s, 2 * self.startup_estimate())
+        return may_start_again(ended, bool(self.restarts), left_s, self.startup_estimate() / FRESH_MAX_SHARE)
 
     def start(self) -> Session:
         """The first process (the prepared one where it was started for this device), told its
@@ -271,9 +276,7 @@ class Children:
                     for number, process in enumerate(self.processes, 1)
                 ],
             )
-            said = "".join(
-                f"[kernelcup: the submission's process was started again after: {why}]\n" for why in self.restarts
-            )
+            said = started_again_note("the submission's process was", self.restarts)
             if said:
                 result.stderr = said + result.stderr
                 if "stderr.txt" in result.files:

@@ -250,8 +250,7 @@ def run(spec: JobSpec, workspace: Workspace, result: Result, emit: Emit, deadlin
         raise RunEnded(Status.ERROR, "profile mode is not available for CUDA leaderboards yet")
     from kernelcup.harness import sysinfo
 
-    nvml = sysinfo.Nvml()
-    nvml.select(sysinfo.visible_gpu_uuid())
+    nvml = sysinfo.visible_nvml()
     info: dict[str, Any] = {"gpu": torch.cuda.get_device_name()}
     result.system = sysinfo.collect("cuda", info, nvml)
     result.system.isolation = workspace.isolation()

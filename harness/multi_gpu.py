@@ -29,7 +29,7 @@ from typing import Any
 from kernelcup.harness import benchmark, scoring, stats
 from kernelcup.harness import fingerprint as fp
 from kernelcup.harness.benchmark import BENCHMARK_PLAN, RANKED_PLAN, CaseTiming
-from kernelcup.harness.children import may_start_again, time_share
+from kernelcup.harness.children import may_start_again, started_again_note, time_share
 from kernelcup.harness.rank_group import RankGroup, free_port
 from kernelcup.harness.reporting import Emit
 from kernelcup.harness.seeds import SeedPlan
@@ -148,7 +148,7 @@ class Groups:
             "".join(f"[ranks started {n + 1}]\n{pair[which]}" for n, pair in enumerate(self._outputs) if pair[which])
             for which in (0, 1)
         )
-        said = "".join(f"[kernelcup: the ranks were started again after: {why}]\n" for why in self.restarts)
+        said = started_again_note("the ranks were", self.restarts)
         return stdout, said + stderr
 
 

@@ -46,8 +46,7 @@ def run(spec: JobSpec, workspace: Workspace, result: Result, emit: Emit, deadlin
     nvml = None
     info: dict[str, Any] = {}
     if device == "cuda":
-        nvml = sysinfo.Nvml()
-        nvml.select(sysinfo.visible_gpu_uuid())
+        nvml = sysinfo.visible_nvml()
         info["gpu"] = torch.cuda.get_device_name()
     result.system = sysinfo.collect(device, info, nvml)
     result.system.isolation = workspace.isolation()

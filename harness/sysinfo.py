@@ -53,37 +53,27 @@ class Nvml:
         status: int = self._lib.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(self._handle))
         return status == 0
 
-    def sm_clock_mhz(self) -> float | None:
+    def _uint(self, function: str, *args: int) -> float | None:
+        """One unsigned reading of the selected GPU (``nvmlDevice<function>``), or None."""
         if self._lib is None or not self._handle.value:
             return None
         value = ctypes.c_uint()
-        if self._lib.nvmlDeviceGetClockInfo(self._handle, NVML_CLOCK_SM, ctypes.byref(value)) != 0:
+        if getattr(self._lib, f"nvmlDevice{function}")(self._handle, *args, ctypes.byref(value)) != 0:
             return None
         return float(value.value)
+
+    def sm_clock_mhz(self) -> float | None:
+        return self._uint("GetClockInfo", NVML_CLOCK_SM)
 
     def memory_clock_mhz(self) -> float | None:
-        if self._lib is None or not self._handle.value:
-            return None
-        value = ctypes.c_uint()
-        if self._lib.nvmlDeviceGetClockInfo(self._handle, NVML_CLOCK_MEM, ctypes.byref(value)) != 0:
-            return None
-        return float(value.value)
+        return self._uint("GetClockInfo", NVML_CLOCK_MEM)
 
     def power_w(self) -> float | None:
-        if self._lib is None or not self._handle.value:
-            return None
-        value = ctypes.c_uint()  # milliwatts
-        if self._lib.nvmlDeviceGetPowerUsage(self._handle, ctypes.byref(value)) != 0:
-            return None
-        return value.value / 1000.0
+        milliwatts = self._uint("GetPowerUsage")
+        return None if milliwatts is None else milliwatts / 1000.0
 
     def temperature_c(self) -> float | None:
-        if self._lib is None or not self._handle.value:
-            return None
-        value = ctypes.c_uint()
-        if self._lib.nvmlDeviceGetTemperature(self._handle, NVML_TEMPERATURE_GPU, ctypes.byref(value)) != 0:
-            return None
-        return float(value.value)
+        return self._uint("GetTemperature", NVML_TEMPERATURE_GPU)
 
     def clock_limits(self) -> int:
         """The clock event (throttle) reason bits now; 0 where NVML cannot say."""
@@ -121,6 +111,13 @@ def _driver_from_proc() -> str:
         if word.count(".") >= 1 and word.replace(".", "").isdigit():
             return word
     return ""
+
+
+def visible_nvml() -> Nvml:
+    """NVML selected on the GPU this process's torch runs on (:func:`visible_gpu_uuid`)."""
+    nvml = Nvml()
+    nvml.select(visible_gpu_uuid())
+    return nvml
 
 
 def visible_gpu_uuid() -> str:

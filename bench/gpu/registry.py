@@ -5,14 +5,22 @@ name the card's name contains ("NVIDIA H100 80GB HBM3" -> H100)."""
 
 from __future__ import annotations
 
-from kernelcup.core.config import load_settings
+import functools
+
+from kernelcup.core.config import GpuConfig, load_settings
 from kernelcup.harness.spec import GpuInfo
+
+
+@functools.cache
+def _cards() -> list[GpuConfig]:
+    """The registry's single-card entries, longest name first (read once: a script asks per job)."""
+    cards = [gpu for gpu in load_settings().gpus.values() if gpu.name != "cpu" and gpu.count == 1]
+    return sorted(cards, key=lambda gpu: len(gpu.name), reverse=True)
 
 
 def gpu_info(name: str) -> GpuInfo:
     """``name`` (torch's device name) with the registry's peaks; none where no entry matches."""
-    cards = [gpu for gpu in load_settings().gpus.values() if gpu.name != "cpu" and gpu.count == 1]
-    for gpu in sorted(cards, key=lambda gpu: len(gpu.name), reverse=True):
+    for gpu in _cards():
         if gpu.name.lower() in name.lower():
             return GpuInfo(name=name, peak_bandwidth_gbps=gpu.peak_bandwidth_gbps, peak_tflops=gpu.peak_tflops)
     return GpuInfo(name=name)
