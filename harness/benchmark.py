@@ -417,6 +417,7 @@ def trace(label: str, readings: list[Timed], baseline: list[Timed], calibrated: 
     fields = [f.name for f in dataclasses.fields(Timed)]
     line = {
         "label": label,
+        "unix": time.time(),
         "fields": fields,
         "calibrated": calibrated,
         "noop": [[getattr(b, f) for f in fields] for b in baseline],

@@ -175,7 +175,8 @@ def run(report: Report, name: str, spec: JobSpec, env: dict[str, str] | None = N
         report.notes.append(f"{name}: no result line; harness stderr: {outcome.stderr[-400:]}")
         return None, wall
     with (report.out / "runs.jsonl").open("a") as runs:
-        runs.write(json.dumps({"name": safe, "wall_s": wall, "result": json.loads(outcome.result.to_json())}) + "\n")
+        line = {"name": safe, "wall_s": wall, "ended_unix": time.time(), "result": json.loads(outcome.result.to_json())}
+        runs.write(json.dumps(line) + "\n")
     if "CUDA IPC unavailable" in outcome.result.stderr:
         report.notes.append(f"{name}: CUDA IPC was unavailable; outputs went through the host")
     return outcome.result, wall
