@@ -566,20 +566,68 @@ def _beyond_nearest(
     no-op call among them; in another case every order's untimed time stepped from ~0.8 to
     ~1.1 ms two thirds of the way through, after two of its three no-op calls, and 312 µs per
     call was charged (2026-11-27). Replayed over that session's 613 traced case-rounds (H100
-    and H200), this left no tampering verdict; of the slow cases' charges for outside time
-    (6 before: grayscale, conv2d, identity, torch.compile's sort) two, both in that sort, which
-    stalls every few orders (``outside_time`` judges sums of two orders); nothing else changed."""
+    and H200), this left no tampering verdict. The clock check's measure; ``outside_time``
+    pairs the same way by means (``_mean_beyond_nearest``)."""
     if not busy or not baseline:
         return 0.0
-    ordered = sorted(baseline, key=lambda call: call.at_ns)
-    times = [call.at_ns for call in ordered]
-    differences = []
-    for call in busy:
-        at = bisect.bisect_left(times, call.at_ns)
-        near = min(ordered[max(0, at - 1) : at + 1], key=lambda other: abs(other.at_ns - call.at_ns))
-        differences.append(measure(call) - measure(near))
+    differences = [measure(call) - measure(near) for call, near in zip(busy, _nearest(baseline, busy), strict=True)]
     excess = _median(differences)
     return excess if excess > max(slack_ns, fraction * wall, 4.0 * _median_error(differences)) else 0.0
+
+
+def _nearest(baseline: list[Timed], busy: list[Timed]) -> list[Timed]:
+    """The call of ``baseline`` nearest each call of ``busy`` in time (``at_ns``)."""
+    ordered = sorted(baseline, key=lambda call: call.at_ns)
+    times = [call.at_ns for call in ordered]
+    nearest = []
+    for call in busy:
+        at = bisect.bisect_left(times, call.at_ns)
+        nearest.append(min(ordered[max(0, at - 1) : at + 1], key=lambda other: abs(other.at_ns - call.at_ns)))
+    return nearest
+
+
+def _mean(values: list[float]) -> float:
+    return math.fsum(values) / len(values)
+
+
+def _mean_error(values: list[float]) -> float:
+    """Standard error of a mean (the sample's standard deviation over root n); 0 below two values."""
+    if len(values) < 2:
+        return 0.0
+    middle = _mean(values)
+    return math.sqrt(math.fsum((v - middle) ** 2 for v in values) / (len(values) - 1) / len(values))
+
+
+def _mean_beyond(idle: list[float], busy: list[float], slack_ns: float, fraction: float, wall: float) -> float:
+    """How much larger ``busy``'s mean is than ``idle``'s, or 0 within slack and four standard
+    errors of the difference (``outside_time``)."""
+    excess = _mean(busy) - _mean(idle)
+    noise = 4.0 * math.hypot(_mean_error(idle), _mean_error(busy))
+    return excess if excess > max(slack_ns, fraction * wall, noise) else 0.0
+
+
+def _mean_beyond_nearest(
+    among: list[Timed],
+    every: list[float],
+    busy: list[Timed],
+    measure: Callable[[Timed], float],
+    slack_ns: float,
+    fraction: float,
+    wall: float,
+) -> float:
+    """``_mean_beyond`` for a slow case, with fewer than ``PAIRED_MIN_NOOPS`` no-op calls
+    ``among`` its real ones: each real call against the no-op call nearest it in time (the
+    machine moves within a case, ``_beyond_nearest``), the mean of those differences. Its noise
+    counts the few no-op calls' own: the spread of ``every`` (the no-op calls taken back to back
+    before timing, where the submission's leftovers do not land) over the root of how many
+    no-op calls stood in."""
+    nearest = _nearest(among, busy)
+    differences = [measure(call) - measure(near) for call, near in zip(busy, nearest, strict=True)]
+    stood_in = len({id(near) for near in nearest})
+    spread = _mean_error(every) * math.sqrt(len(every) / stood_in)
+    excess = _mean(differences)
+    noise = 4.0 * math.hypot(_mean_error(differences), spread)
+    return excess if excess > max(slack_ns, fraction * wall, noise) else 0.0
 
 
 def _check_clock(
@@ -638,19 +686,22 @@ def outside_time(
     H100 (2026-11-27). The sums also even out a process that stalls every few orders
     (``torch.compile``'s sort: orders alternated between ~1 and ~4-7 ms, no-op or real). Two
     orders' jitter: twice the slack. With fewer no-op calls among them (a slow case), each real
-    call's two orders against the nearest one's in time (``_beyond_nearest``); with none, each
-    real call's own order against every no-op call's.
+    call's two orders against the nearest one's in time (``_mean_beyond_nearest``); with none,
+    each real call's own order against every no-op call's.
+
+    Means, not medians, and four standard errors of the difference as the noise: outside time
+    is what a caller waits for on average, and a process that stalls at random in about half of
+    its orders, no-op or real (``torch.compile``'s sort: ~0.8 ms or ~4-7 ms), puts a median on
+    whichever side of the stall a few no-op calls fell. An honest sort was charged 1,663 µs per
+    call on an H100 when 5 of its 23 no-op orders stalled and 141 of its 264 real ones did, and
+    3-4.5 ms per call in four slow cases against the one to five no-op calls nearest (2026-11-27).
     """
     among = baseline[calibrated:]
     wall = _median([r.wall_ns for r in readings])
     if not among:
-        return _beyond_noise(
-            [b.window_ns - b.call_ns for b in baseline if not b.after_check],
-            [r.window_ns - r.call_ns for r in readings if not r.after_check],
-            slack_ns,
-            fraction,
-            wall,
-        )
+        alone = [b.window_ns - b.call_ns for b in baseline if not b.after_check]
+        busy = [r.window_ns - r.call_ns for r in readings if not r.after_check]
+        return _mean_beyond(alone, busy, slack_ns, fraction, wall) if alone and busy else 0.0
     ordered = sorted(readings + baseline, key=lambda call: call.at_ns)
     with_next = {  # an order that came right after the harness checked an output ran after its work
         id(call): (call.window_ns - call.call_ns) + (after.window_ns - after.call_ns)
@@ -662,9 +713,13 @@ def outside_time(
     if not real or not idle:
         return 0.0
     if len(among) < PAIRED_MIN_NOOPS:
-        return _beyond_nearest(idle, real, lambda call: with_next[id(call)], 2 * slack_ns, fraction, 2 * wall)
+        before = [with_next[id(b)] for b in baseline[:calibrated] if id(b) in with_next]
+        every = before if len(before) >= 2 else [with_next[id(b)] for b in baseline if id(b) in with_next]
+        return _mean_beyond_nearest(
+            idle, every, real, lambda call: with_next[id(call)], 2 * slack_ns, fraction, 2 * wall
+        )
     paired = [with_next[id(r)] for r in real]
-    return _beyond_noise([with_next[id(b)] for b in idle], paired, 2 * slack_ns, fraction, 2 * wall)
+    return _mean_beyond([with_next[id(b)] for b in idle], paired, 2 * slack_ns, fraction, 2 * wall)
 
 
 def roofline(

@@ -26,7 +26,6 @@ def _specs() -> dict[str, JobSpec]:
         "wide_benchmark": compat_spec("wide_reference", submission("running_sum"), Mode.BENCHMARK),
         "loop_ranked": compat_spec("host_time", submission("loop_of_launches"), Mode.RANKED, secret_seed=SECRET),
         "item": compat_spec("host_time", submission("item_per_call"), Mode.BENCHMARK),
-        "sleep": compat_spec("host_time", submission("host_sleep"), Mode.BENCHMARK),
         "leaves_work": compat_spec("host_time", submission("leaves_work_behind"), Mode.BENCHMARK),
         "missing_package": compat_spec("host_time", submission("imports_a_missing_package")),
         "needs_package": compat_spec("needs_package", NO_KERNEL),
@@ -50,6 +49,15 @@ def _specs() -> dict[str, JobSpec]:
 def runs() -> dict[str, HarnessRun]:
     batch: dict[str, HarnessRun] = run_many(_specs())
     return batch
+
+
+@pytest.fixture(scope="module")
+def sleep_run(runs: dict[str, HarnessRun]) -> HarnessRun:
+    """The host sleep's job alone, after the batch: on a GPU another job's kernels delay the
+    timer's launch-hiding sleep kernel, and with it the start event, so more of the host's sleep
+    falls before the start than the sleep's own length (on two H100s this test failed with three
+    jobs sharing its GPU; in production a GPU runs one job)."""
+    return run_many({"sleep": compat_spec("host_time", submission("host_sleep"), Mode.BENCHMARK)})["sleep"]
 
 
 def _passed(run: HarnessRun) -> Result:
@@ -90,8 +98,8 @@ def test_an_item_per_call_passes(runs: dict[str, HarnessRun]) -> None:
     _passed(runs["item"])
 
 
-def test_a_host_sleep_inside_the_call_passes_and_counts_in_the_time(runs: dict[str, HarnessRun]) -> None:
-    result = _passed(runs["sleep"])
+def test_a_host_sleep_inside_the_call_passes_and_counts_in_the_time(sleep_run: HarnessRun) -> None:
+    result = _passed(sleep_run)
     # On a GPU the sleep kernel before the call hides up to timing.MAX_SLEEP_NS of host time.
     floor_ns = 4e6 - (timing.MAX_SLEEP_NS if DEVICE == "cuda" else 0)
     assert all((case.median_ns or 0) >= 0.95 * floor_ns for case in result.benchmarks)
