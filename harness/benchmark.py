@@ -606,28 +606,24 @@ def _mean_beyond(idle: list[float], busy: list[float], slack_ns: float, fraction
     return excess if excess > max(slack_ns, fraction * wall, noise) else 0.0
 
 
-def _mean_beyond_nearest(
+def _beyond_nearest_and_stalls(
     among: list[Timed],
-    every: list[float],
+    before: list[float],
     busy: list[Timed],
     measure: Callable[[Timed], float],
     slack_ns: float,
     fraction: float,
     wall: float,
 ) -> float:
-    """``_mean_beyond`` for a slow case, with fewer than ``PAIRED_MIN_NOOPS`` no-op calls
-    ``among`` its real ones: each real call against the no-op call nearest it in time (the
-    machine moves within a case, ``_beyond_nearest``), the mean of those differences. Its noise
-    counts the few no-op calls' own: the spread of ``every`` (the no-op calls taken back to back
-    before timing, where the submission's leftovers do not land) over the root of how many
-    no-op calls stood in."""
-    nearest = _nearest(among, busy)
-    differences = [measure(call) - measure(near) for call, near in zip(busy, nearest, strict=True)]
-    stood_in = len({id(near) for near in nearest})
-    spread = _mean_error(every) * math.sqrt(len(every) / stood_in)
-    excess = _mean(differences)
-    noise = 4.0 * math.hypot(_mean_error(differences), spread)
-    return excess if excess > max(slack_ns, fraction * wall, noise) else 0.0
+    """``_beyond_nearest`` for a slow case's outside time, and 0 where that is within four times
+    the spread of the no-op calls taken back to back ``before`` timing (where the submission's
+    leftovers do not land) over the root of how many no-op calls stood in: a process that
+    stalls in half its orders whatever the call (``torch.compile``'s sort) put 2-4.5 ms per call
+    between a few no-op calls and the real ones around them on an H100 (2026-11-27)."""
+    excess = _beyond_nearest(among, busy, measure, slack_ns, fraction, wall)
+    stood_in = len({id(near) for near in _nearest(among, busy)})
+    noise = 4.0 * _mean_error(before) * math.sqrt(len(before) / stood_in)
+    return excess if excess > noise else 0.0
 
 
 def _check_clock(
@@ -686,22 +682,27 @@ def outside_time(
     H100 (2026-11-27). The sums also even out a process that stalls every few orders
     (``torch.compile``'s sort: orders alternated between ~1 and ~4-7 ms, no-op or real). Two
     orders' jitter: twice the slack. With fewer no-op calls among them (a slow case), each real
-    call's two orders against the nearest one's in time (``_mean_beyond_nearest``); with none,
+    call's two orders against the nearest one's in time, the median of the differences, unless
+    the process's own stalls could make as much (``_beyond_nearest_and_stalls``); with none,
     each real call's own order against every no-op call's.
 
-    Means, not medians, and four standard errors of the difference as the noise: outside time
-    is what a caller waits for on average, and a process that stalls at random in about half of
-    its orders, no-op or real (``torch.compile``'s sort: ~0.8 ms or ~4-7 ms), puts a median on
-    whichever side of the stall a few no-op calls fell. An honest sort was charged 1,663 µs per
-    call on an H100 when 5 of its 23 no-op orders stalled and 141 of its 264 real ones did, and
-    3-4.5 ms per call in four slow cases against the one to five no-op calls nearest (2026-11-27).
+    With enough no-op calls among them, means, not medians, and four standard errors of the
+    difference as the noise: outside time is what a caller waits for on average, and a process
+    that stalls at random in about half of its orders, no-op or real (``torch.compile``'s sort:
+    ~0.8 ms or ~4-7 ms), puts a median on whichever side of the stall the no-op calls fell. An
+    honest sort was charged 1,663 µs per call on an H100 when 5 of its 23 no-op orders stalled
+    and 141 of its 264 real ones did (2026-11-27).
     """
     among = baseline[calibrated:]
     wall = _median([r.wall_ns for r in readings])
     if not among:
-        alone = [b.window_ns - b.call_ns for b in baseline if not b.after_check]
-        busy = [r.window_ns - r.call_ns for r in readings if not r.after_check]
-        return _mean_beyond(alone, busy, slack_ns, fraction, wall) if alone and busy else 0.0
+        return _beyond_noise(
+            [b.window_ns - b.call_ns for b in baseline if not b.after_check],
+            [r.window_ns - r.call_ns for r in readings if not r.after_check],
+            slack_ns,
+            fraction,
+            wall,
+        )
     ordered = sorted(readings + baseline, key=lambda call: call.at_ns)
     with_next = {  # an order that came right after the harness checked an output ran after its work
         id(call): (call.window_ns - call.call_ns) + (after.window_ns - after.call_ns)
@@ -713,10 +714,11 @@ def outside_time(
     if not real or not idle:
         return 0.0
     if len(among) < PAIRED_MIN_NOOPS:
-        before = [with_next[id(b)] for b in baseline[:calibrated] if id(b) in with_next]
-        every = before if len(before) >= 2 else [with_next[id(b)] for b in baseline if id(b) in with_next]
-        return _mean_beyond_nearest(
-            idle, every, real, lambda call: with_next[id(call)], 2 * slack_ns, fraction, 2 * wall
+        # Not the first: its order carries what the warm-up's last call left behind (a 60 ms
+        # finalizer would pass for the no-op calls' own noise).
+        before = [with_next[id(b)] for b in baseline[1:calibrated] if id(b) in with_next]
+        return _beyond_nearest_and_stalls(
+            idle, before, real, lambda call: with_next[id(call)], 2 * slack_ns, fraction, 2 * wall
         )
     paired = [with_next[id(r)] for r in real]
     return _mean_beyond([with_next[id(b)] for b in idle], paired, 2 * slack_ns, fraction, 2 * wall)
