@@ -539,10 +539,22 @@ def _times(
     return [max(t - overhead, t / 2) for t in raw], note, overhead
 
 
-def _beyond_noise(idle: list[float], busy: list[float], slack_ns: float, fraction: float, wall: float) -> float:
-    """How much larger ``busy`` is than ``idle`` (medians), or 0 within slack and noise."""
-    excess = _median(busy) - _median(idle)
-    noise = 4.0 * (_median_error(idle) ** 2 + _median_error(busy) ** 2) ** 0.5
+Estimate = tuple[Callable[[list[float]], float], Callable[[list[float]], float]]  # centre, its error
+
+
+def _beyond_noise(
+    idle: list[float],
+    busy: list[float],
+    slack_ns: float,
+    fraction: float,
+    wall: float,
+    estimate: Estimate | None = None,
+) -> float:
+    """How much larger ``busy`` is than ``idle``, or 0 within slack and four standard errors of
+    the difference. By medians, or by ``estimate`` (``MEANS`` for ``outside_time``)."""
+    centre, error = estimate or (_median, _median_error)
+    excess = centre(busy) - centre(idle)
+    noise = 4.0 * math.hypot(error(idle), error(busy))
     return excess if excess > max(slack_ns, fraction * wall, noise) else 0.0
 
 
@@ -553,6 +565,7 @@ def _beyond_nearest(
     slack_ns: float,
     fraction: float,
     wall: float,
+    before: list[float] | None = None,
 ) -> float:
     """How much more ``measure`` reads on the ``busy`` (real) calls than on the no-op calls of
     ``baseline``, each real call against the no-op call nearest it in time: the median of those
@@ -566,13 +579,22 @@ def _beyond_nearest(
     no-op call among them; in another case every order's untimed time stepped from ~0.8 to
     ~1.1 ms two thirds of the way through, after two of its three no-op calls, and 312 µs per
     call was charged (2026-11-27). Replayed over that session's 613 traced case-rounds (H100
-    and H200), this left no tampering verdict. The clock check's measure; ``outside_time``
-    pairs the same way by means (``_mean_beyond_nearest``)."""
+    and H200), this left no tampering verdict.
+
+    ``before`` (``outside_time``): the no-op calls taken back to back before timing, where the
+    submission's leftovers do not land. Their spread over the root of how many no-op calls
+    stood in is noise too: a process that stalls in half its orders whatever the call
+    (``torch.compile``'s sort) put 2-4.5 ms per call between a few no-op calls and the real ones
+    around them on an H100 (2026-11-27)."""
     if not busy or not baseline:
         return 0.0
-    differences = [measure(call) - measure(near) for call, near in zip(busy, _nearest(baseline, busy), strict=True)]
+    nearest = _nearest(baseline, busy)
+    differences = [measure(call) - measure(near) for call, near in zip(busy, nearest, strict=True)]
+    noise = 4.0 * _median_error(differences)
+    if before:
+        noise = max(noise, 4.0 * _mean_error(before) * math.sqrt(len(before) / len({id(n) for n in nearest})))
     excess = _median(differences)
-    return excess if excess > max(slack_ns, fraction * wall, 4.0 * _median_error(differences)) else 0.0
+    return excess if excess > max(slack_ns, fraction * wall, noise) else 0.0
 
 
 def _nearest(baseline: list[Timed], busy: list[Timed]) -> list[Timed]:
@@ -598,32 +620,7 @@ def _mean_error(values: list[float]) -> float:
     return math.sqrt(math.fsum((v - middle) ** 2 for v in values) / (len(values) - 1) / len(values))
 
 
-def _mean_beyond(idle: list[float], busy: list[float], slack_ns: float, fraction: float, wall: float) -> float:
-    """How much larger ``busy``'s mean is than ``idle``'s, or 0 within slack and four standard
-    errors of the difference (``outside_time``)."""
-    excess = _mean(busy) - _mean(idle)
-    noise = 4.0 * math.hypot(_mean_error(idle), _mean_error(busy))
-    return excess if excess > max(slack_ns, fraction * wall, noise) else 0.0
-
-
-def _beyond_nearest_and_stalls(
-    among: list[Timed],
-    before: list[float],
-    busy: list[Timed],
-    measure: Callable[[Timed], float],
-    slack_ns: float,
-    fraction: float,
-    wall: float,
-) -> float:
-    """``_beyond_nearest`` for a slow case's outside time, and 0 where that is within four times
-    the spread of the no-op calls taken back to back ``before`` timing (where the submission's
-    leftovers do not land) over the root of how many no-op calls stood in: a process that
-    stalls in half its orders whatever the call (``torch.compile``'s sort) put 2-4.5 ms per call
-    between a few no-op calls and the real ones around them on an H100 (2026-11-27)."""
-    excess = _beyond_nearest(among, busy, measure, slack_ns, fraction, wall)
-    stood_in = len({id(near) for near in _nearest(among, busy)})
-    noise = 4.0 * _mean_error(before) * math.sqrt(len(before) / stood_in)
-    return excess if excess > noise else 0.0
+MEANS: Estimate = (_mean, _mean_error)
 
 
 def _check_clock(
@@ -683,7 +680,7 @@ def outside_time(
     (``torch.compile``'s sort: orders alternated between ~1 and ~4-7 ms, no-op or real). Two
     orders' jitter: twice the slack. With fewer no-op calls among them (a slow case), each real
     call's two orders against the nearest one's in time, the median of the differences, unless
-    the process's own stalls could make as much (``_beyond_nearest_and_stalls``); with none,
+    the process's own stalls could make as much (``_beyond_nearest``); with none,
     each real call's own order against every no-op call's.
 
     With enough no-op calls among them, means, not medians, and four standard errors of the
@@ -717,11 +714,9 @@ def outside_time(
         # Not the first: its order carries what the warm-up's last call left behind (a 60 ms
         # finalizer would pass for the no-op calls' own noise).
         before = [with_next[id(b)] for b in baseline[1:calibrated] if id(b) in with_next]
-        return _beyond_nearest_and_stalls(
-            idle, before, real, lambda call: with_next[id(call)], 2 * slack_ns, fraction, 2 * wall
-        )
+        return _beyond_nearest(idle, real, lambda call: with_next[id(call)], 2 * slack_ns, fraction, 2 * wall, before)
     paired = [with_next[id(r)] for r in real]
-    return _mean_beyond([with_next[id(b)] for b in idle], paired, 2 * slack_ns, fraction, 2 * wall)
+    return _beyond_noise([with_next[id(b)] for b in idle], paired, 2 * slack_ns, fraction, 2 * wall, MEANS)
 
 
 def roofline(

@@ -98,16 +98,17 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=6)
     parser.add_argument("--calls", type=int, default=40)
     parser.add_argument("--one", action="store_true", help="internal: one process, print its medians")
+    parser.add_argument("--seed", type=int, default=1, help="internal: the inputs' seed")
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(readings(args.board, args.size, args.buffers, args.calls, seed=args.processes)))
+        print(json.dumps(readings(args.board, args.size, args.buffers, args.calls, args.seed)))
         return
-    medians = readings(args.board, args.size, args.buffers, args.calls, seed=1)
+    medians = readings(args.board, args.size, args.buffers, args.calls, args.seed)
     print(f"buffers, one process: {spread(medians)}; each: {', '.join(f'{m:.2f}' for m in sorted(medians))}")
     per_process: list[float] = []
     for number in range(args.processes):
         command = [sys.executable, __file__, "--one", "--board", args.board, "--size", str(args.size)]
-        command += ["--buffers", "1", "--calls", str(4 * args.calls), "--processes", str(number + 2)]
+        command += ["--buffers", "1", "--calls", str(4 * args.calls), "--seed", str(args.seed + number + 1)]
         output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
         per_process.append(json.loads(output.strip().splitlines()[-1])[0])
     print(f"processes, one input each: {spread(per_process)}; each: {', '.join(f'{m:.2f}' for m in per_process)}")
