@@ -105,13 +105,22 @@ class Plan:
 
 BENCHMARK_PLAN = Plan(stats.StopRule(10, 10_000, 1.0, 0.02), 0.05, 0.5, 0.0)
 RANKED_PLAN = Plan(stats.StopRule(20, 20_000, 1.5, 0.005), 0.1, 1.0, 0.1)
-# Ranked runs time every case in two rounds, one pass over all cases after the other, so a
-# slow spell of the machine (a clock dip, a neighbour) lands in one round of one case. Rounds
-# whose medians differ by more than this get a third, and the round farthest off is dropped.
+# Ranked runs time every case in three rounds, one pass over all cases after the other, each in
+# a fresh process where time allows, and a case's time is the mean of its rounds' medians: a
+# process can be fast or slow for its whole life (vectorsum's 2^24 case ran near 30.15 or near
+# 30.45 µs per process on an H100, 2026-11-27), and one vote per process lands near the middle of
+# those speeds where keeping the majority (two rounds, a third to break a split, the odd one
+# dropped) published whichever speed two processes happened to share, a whole gap apart between
+# jobs half the time. Three means put two jobs a whole gap apart in 1 job pair of 32 at equal
+# odds, two in 1 of 8. Rounds whose medians differ by more than ``ROUND_AGREEMENT`` get one more.
 # The timer's overhead subtracted from each call may exceed its pre-load calibration by this
 # much, or double it, whichever is more (clocks ramp; an H100 reads ~1.3 µs either way).
 OVERHEAD_SLACK_NS = 1_000.0
-RANKED_ROUNDS = 2
+RANKED_ROUNDS = 3
+# A round this far from the median of its case's rounds ran in a slow spell of the machine (a
+# clock dip, a neighbour), not at a speed of its process, and is left out once there are three
+# to tell: wider than the processes' speeds apart (~1% on an H100), narrower than a spell.
+ROUND_OUTLIER = 0.015
 # A call whose host time is at least this share of its GPU time (many launches, a sync per
 # call, a tensor built from a Python list) runs at the host's speed, and on the H100 that moved
 # between jobs more than a job's own interval shows (bench/gpu/results/2026-11-26-h100-*.md).
@@ -179,22 +188,19 @@ def _relative_ci(result: CaseResult) -> float:
 def combine_rounds(
     rounds: list[CaseTiming], problem: Problem | None, case: Case, gpu: GpuInfo, device: str, label: str, l2_bytes: int
 ) -> CaseTiming:
-    """One case's result from its rounds: all samples pooled, without the round farthest from
-    the others when there are three. ``problem``: for the roofline and its floor (None: a
-    multi-GPU job, which has neither).
+    """One case's result from its rounds: the mean of their medians, one vote per process,
+    without a round caught in a slow spell (``ROUND_OUTLIER``). ``problem``: for the roofline and
+    its floor (None: a multi-GPU job, which has neither).
 
-    The pooled interval alone would only say how well the samples pin down their median; rounds
-    run in separate processes, and a process can be a few percent fast or slow for its whole
-    life, so the interval is widened to cover every kept round's median too, and for host-bound
-    calls to their spread either side (``host_spread``: a job's rounds do not show how far the
-    next job may land)."""
+    The interval of the pooled samples alone would only say how well they pin down their median;
+    rounds run in separate processes, and a process can be a few percent fast or slow for its
+    whole life, so the interval is widened to cover every kept round's median too, and for
+    host-bound calls to their spread either side (``host_spread``: a job's rounds do not show how
+    far the next job may land)."""
     if len(rounds) == 1:
         widen(rounds[0].result, rounds[0].host_spread, rounds[0].times)
         return rounds[0]
-    kept = list(rounds)
-    if len(kept) >= 3:
-        middle = stats.median(sorted(r.median_s for r in kept))
-        kept.remove(max(kept, key=lambda r: abs(r.median_s - middle)))
+    kept = without_slow_spell(rounds)
     times = [t for r in kept for t in r.times]
     notes = [r.note for r in kept if r.note]
     processes = len({r.process for r in rounds})
@@ -207,6 +213,7 @@ def combine_rounds(
     summary = stats.summarize(times)
     result = stats.case_result(case, summary, note)
     result.round_median_ns = [r.result.median_ns if r.result.median_ns is not None else r.median_s * 1e9 for r in kept]
+    centre = result.median_ns = _mean(result.round_median_ns)
     result.ci_low_ns, result.ci_high_ns = summary.ci_low, summary.ci_high
     cover(result, result.round_median_ns)
     spread = max(r.host_spread for r in kept)
@@ -217,7 +224,19 @@ def combine_rounds(
     result.host_median_ns = _median(hosts) if hosts else None
     if problem is not None:
         roofline(result, problem, case, gpu, device, label, l2_bytes)
-    return CaseTiming(result, summary.median * 1e-9, times, result.message, host_spread=spread)
+    return CaseTiming(result, centre * 1e-9, times, result.message, host_spread=spread)
+
+
+def without_slow_spell(rounds: list[CaseTiming]) -> list[CaseTiming]:
+    """``rounds`` less the one farthest from their median where it lies more than
+    ``ROUND_OUTLIER`` from it and at least three rounds say so (two cannot tell which is off)."""
+    if len(rounds) < 3:
+        return list(rounds)
+    middle = stats.median(sorted(r.median_s for r in rounds))
+    farthest = max(rounds, key=lambda r: abs(r.median_s - middle))
+    if abs(farthest.median_s - middle) <= ROUND_OUTLIER * middle:
+        return list(rounds)
+    return [r for r in rounds if r is not farthest]
 
 
 def is_host_bound(readings: list[Timed], device: str) -> bool:

@@ -12,11 +12,12 @@ bytes and are checked by the harness's own reference ranks, never in the submiss
 processes. Timing: each call starts on every rank after one barrier and a device synchronize;
 the call's time is the slowest rank's, and the case's per-rank medians are kept beside it.
 Ranked mode times its cases in two rounds, each in a fresh group of rank processes where the
-time left allows (as single-GPU rounds each run in a fresh process, ``harness/run.py``): the
-rounds are pooled, and each case's interval covers both rounds' medians and at least
+time left allows (as single-GPU rounds each run in a fresh process, ``harness/run.py``): a
+case's time is the mean of its rounds' medians, and its interval covers both and at least
 ``benchmark.JOB_SPREAD`` either side. What does not carry over (yet): the no-op baseline, the
 timer-overhead subtraction, the clock cross-checks and the roofline floor of
-``harness/benchmark.py``, and a third round where two disagree.
+``harness/benchmark.py``, its third round, and one more where rounds disagree: a group of ranks
+takes seconds to start where a process takes one or two.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from kernelcup.harness.verdict import RunEnded, describe_case, format_seconds
 from kernelcup.harness.workspace import Workspace, build_cache_env
 
 WARMUP_CALLS = {Mode.BENCHMARK: 3, Mode.RANKED: 5}
+RANKED_ROUNDS = 2
 # Work that outlived a rank's CUDA events (seen by the wall clock after a device synchronize)
 # beyond this is counted: the rank's time is then its wall time.
 OUTLIVED_NS = 50_000.0
@@ -328,7 +330,7 @@ def _run_benchmarks(
     rng = random.Random(os.urandom(16))
     ranked = spec.mode is Mode.RANKED
     plan = RANKED_PLAN if ranked else BENCHMARK_PLAN
-    rounds = benchmark.RANKED_ROUNDS if ranked else 1
+    rounds = RANKED_ROUNDS if ranked else 1
     emit(Progress("benchmarking", 0, rounds * len(cases)))
     labels = [f"benchmark {i + 1} of {len(cases)} ({describe_case(case)})" for i, case in enumerate(cases)]
     timings: list[list[CaseTiming]] = [[] for _ in cases]

@@ -386,7 +386,7 @@ def _run_benchmarks(
         timing.process = len(children.processes)
         timings[index].append(timing)
 
-    costs = [RoundCost() for _ in range(rounds + 1)]  # a third round included
+    costs = [RoundCost() for _ in range(rounds + 1)]  # one more round included
     rounds_run = rounds
     if rounds > 1 and children.fresh_affordable():
         # The first round in a fresh process too, not after the tests in theirs, so that every
@@ -407,7 +407,7 @@ def _run_benchmarks(
         emit(Progress("benchmarking", done + 1, total))
     if rounds_run < rounds:
         emit(Progress("benchmarking", total, total))
-    if rounds > 1 and rounds_run == rounds:  # a third round where two disagree, while time is left for it
+    if rounds > 1 and rounds_run == rounds:  # one more round where they disagree, while time is left for it
         split = [i for i, t in enumerate(timings) if not benchmark.rounds_agree(t)]
         needed_s = 0.3 * spec.timeout_s / len(cases)
         if split and children.fresh_affordable(needed_s):

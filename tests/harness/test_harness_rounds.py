@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import secrets
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -110,7 +111,7 @@ def test_a_job_says_where_its_time_went(runs: dict[str, HarnessRun]) -> None:
     assert all(seconds >= 0 for seconds in phases.values())
     assert phases["submission load"] <= phases["ready"] and phases["first test"] <= phases["tests"]
     assert phases["ending the processes"] + phases["sandbox and build caches"] <= phases["closing"] + 0.002
-    assert phases["benchmarks"] > phases["tests"]  # two rounds, a fresh process, against 3 small tests
+    assert phases["benchmarks"] > phases["tests"]  # three rounds, fresh processes, against 3 small tests
     spent = phases["ready"] + phases["tests"] + phases["benchmarks"] + phases["closing"]
     assert spent == pytest.approx(result.duration_s, abs=0.01)
 
@@ -126,7 +127,9 @@ def test_benchmark_mode_keeps_one_round_in_one_process(runs: dict[str, HarnessRu
 def test_a_ranked_case_carries_its_rounds_medians_inside_its_interval(runs: dict[str, HarnessRun]) -> None:
     result = runs["ranked"].outcome()
     for case in result.benchmarks:
-        assert len(case.round_median_ns) == benchmark.RANKED_ROUNDS  # a third round drops one
+        # One more where they disagree; one left out where it ran in a slow spell.
+        assert benchmark.RANKED_ROUNDS - 1 <= len(case.round_median_ns) <= benchmark.RANKED_ROUNDS + 1
+        assert case.median_ns == pytest.approx(statistics.mean(case.round_median_ns))
         assert case.ci_low_ns is not None and case.ci_high_ns is not None
         assert case.ci_low_ns <= min(case.round_median_ns) and max(case.round_median_ns) <= case.ci_high_ns
         assert "process" not in case.message  # every round had its own: nothing to say
@@ -179,7 +182,7 @@ def test_a_slow_loading_submission_on_a_tight_budget_ends_within_it(runs: dict[s
         return
     processes = len(_tokens(result.stdout))
     rounds = max(len(case.round_median_ns) for case in result.benchmarks)
-    assert processes >= 1 and rounds >= benchmark.RANKED_ROUNDS
+    assert processes >= 1 and rounds >= benchmark.RANKED_ROUNDS - 1  # one may be left out as a slow spell
     if processes < benchmark.RANKED_ROUNDS:  # no time for a fresh one: said so, not failed
         assert all("too little time was left to start a fresh one" in case.message for case in result.benchmarks)
 
@@ -251,8 +254,25 @@ def test_the_interval_of_rounds_in_two_processes_covers_both_medians() -> None:
     assert combined.ci_low_ns <= 100.2 and combined.ci_high_ns >= 104.2
     assert combined.ci_low_ns >= 100.0 and combined.ci_high_ns <= 104.4  # no wider than the calls
     assert combined.ci_low_ns < pooled.ci_low or combined.ci_high_ns > pooled.ci_high
-    # Each process's calls are a speed of their own (benchmark.other_speeds), and it says so.
-    assert combined.median_ns == pooled.median and "more than one speed" in combined.message
+    # One vote per process: the middle of the two speeds, whichever took more calls. Each
+    # process's calls are a speed of their own (benchmark.other_speeds), and it says so.
+    assert combined.median_ns == pytest.approx(102.2) and "more than one speed" in combined.message
+    assert _combine([fast, _round(slow.times[:11], process=2)]).result.median_ns == pytest.approx((100.2 + 104.05) / 2)
+
+
+def test_rounds_at_their_processes_speeds_are_all_kept_and_a_slow_spell_is_not() -> None:
+    """vectorsum's 2^24 case on an H100 ran near 30.15 or near 30.45 µs per process: keeping the
+    majority of three published one speed or the other, a whole 1% apart between jobs; the mean
+    of all three lands between them. A round 5% off ran in a slow spell and is left out."""
+    speeds = [_round([30_150.0 + (i % 3) for i in range(30)], 1), _round([30_450.0 + (i % 3) for i in range(30)], 2)]
+    third = _round([30_151.0 + (i % 3) for i in range(30)], 3)
+    combined = _combine([*speeds, third]).result
+    assert len(combined.round_median_ns) == 3
+    assert combined.median_ns == pytest.approx((30_151.0 + 30_451.0 + 30_152.0) / 3)
+    spell = _round([31_700.0 + (i % 3) for i in range(30)], 4)
+    assert benchmark.without_slow_spell([*speeds, spell]) == speeds
+    assert benchmark.without_slow_spell(speeds) == speeds  # two cannot tell which is off
+    assert benchmark.without_slow_spell([*speeds, third, spell]) == [*speeds, third]
 
 
 def test_agreeing_rounds_keep_the_pooled_interval() -> None:
@@ -331,7 +351,7 @@ def test_a_ranked_job_whose_cases_outlast_their_share_is_scored_on_the_rounds_th
     )
     result = run_harness(spec, wall_limit_s=60).outcome()
     assert result.status is Status.PASSED, result.verdict
-    assert "timed in 1 round of 2" in result.verdict
+    assert f"timed in 1 round of {benchmark.RANKED_ROUNDS}" in result.verdict
     assert all(len(case.round_median_ns) <= 1 for case in result.benchmarks)
     assert all(case.median_ns for case in result.benchmarks)
 
