@@ -73,9 +73,11 @@ BASELINE_MIN_CALLS = 3
 BASELINE_SHARE = 0.2  # of a case's time share, at most, before timing starts (past the minimum)
 NOOP_SHARE = 0.1
 RECHECK_KEEP_BYTES = 256 << 20  # the harness's unused GPU cache kept between rechecks, at most
-# Outside time is judged order by order with the next order's (``outside_time``) where at least
-# this many no-op calls were taken among the real ones. A slow case ends with fewer: taking more
-# there overran its share (a case of 1 s orders ran a 24 s job out of time on a loaded CI box).
+# Outside time and the clock are judged against the no-op calls among the real ones where at
+# least this many were taken. A case timed well enough with fewer goes on until it has them, where
+# that fits in its time (``_more_fit``); a slow case ends with fewer:
+# taking more there overran its share (a case of 1 s orders ran a 24 s job out of time on a
+# loaded CI box).
 PAIRED_MIN_NOOPS = 8
 HIDDEN_MIN_NS = 3_000.0  # hidden work below this is indistinguishable from sync jitter
 HIDDEN_FRACTION = 0.05
@@ -388,7 +390,8 @@ def time_case(
             _recheck(session, problem, kwargs, label, index, max_payload)
             checked = True
         index += 1
-        if _timed_enough(readings, index, start, rule):
+        among = len(baseline) - calibrated
+        if _timed_enough(readings, index, start, rule) and not _more_fit(among, index, start, rule):
             break
 
     trace(label, readings, baseline, calibrated)
@@ -424,6 +427,28 @@ def _timed_enough(readings: list[Timed], index: int, start: float, rule: stats.S
     if (index < 64 or index % (index // 32) == 0) and stats.should_stop([r.event_ns for r in readings], elapsed, rule):
         return True
     return elapsed >= rule.max_seconds and index >= 2
+
+
+def _more_fit(among: int, real: int, start: float, rule: stats.StopRule) -> bool:
+    """Whether a case timed well enough with fewer than ``PAIRED_MIN_NOOPS`` no-op calls among
+    its ``real`` calls goes on as it was (a no-op call in ``NOOP_SHARE`` of the orders) until it
+    has them: where that is expected to fit in ``rule.max_seconds`` at the pace of its orders so
+    far. As it was, not a no-op call before each real one: what a real call leaves behind lands
+    in the next order, and with strict turns every no-op order would carry it too, so
+    ``outside_time``'s comparison would charge none of it.
+
+    A quick case can stop at its first 20 calls with one or two no-op calls among them, and a
+    single no-op call cannot stand for the machine: an honest CUDA-graph submission failed as
+    timer tampering on an H200 when the one no-op call among its 20 real calls saw the harness's
+    round trip to the child at 81 µs and the real calls a median of ~410 µs (the no-op calls
+    before timing: 75-600 µs), and torch.compile's sort was charged 5.1 ms per call outside its
+    call on an H100 with three (2026-11-27)."""
+    missing = PAIRED_MIN_NOOPS - among
+    if missing <= 0:
+        return False
+    elapsed = time.monotonic() - start
+    pace = elapsed / max(1, real + among)
+    return elapsed + missing / NOOP_SHARE * pace <= rule.max_seconds
 
 
 def trace(label: str, readings: list[Timed], baseline: list[Timed], calibrated: int) -> None:
@@ -600,11 +625,14 @@ def _beyond_nearest(
     call was charged (2026-11-27). Replayed over that session's 613 traced case-rounds (H100
     and H200), this left no tampering verdict.
 
-    ``before`` (``outside_time``): the no-op calls taken back to back before timing, where the
-    submission's leftovers do not land. Their spread over the root of how many no-op calls
-    stood in is noise too: a process that stalls in half its orders whatever the call
-    (``torch.compile``'s sort) put 2-4.5 ms per call between a few no-op calls and the real ones
-    around them on an H100 (2026-11-27)."""
+    ``before``: the no-op calls taken back to back before timing, where the submission's
+    leftovers do not land. Their spread over the root of how many no-op calls stood in is noise
+    too: a process that stalls in half its orders whatever the call (``torch.compile``'s sort)
+    put 2-4.5 ms per call between a few no-op calls and the real ones around them on an H100
+    (2026-11-27, outside time); and the harness's own round trip to the child read 75-600 µs
+    over the no-op calls of an honest CUDA-graph submission's 334 µs case on an H200, where the
+    one no-op call among its 20 real calls read 81 µs and the real calls a median of ~410 µs: it
+    failed as timer tampering, 332 µs per call (2026-11-27, the clock check)."""
     if not busy or not baseline:
         return 0.0
     nearest = _nearest(baseline, busy)
@@ -663,8 +691,9 @@ def _check_clock(
     if len(among) >= PAIRED_MIN_NOOPS:  # taken among the real calls: the same conditions
         idle, busy = [unexplained(b) for b in among], [unexplained(r) for r in readings]
         short = _beyond_noise(idle, busy, slack_ns, fraction, wall)
-    else:
-        short = _beyond_nearest(baseline, readings, unexplained, slack_ns, fraction, wall)
+    else:  # not the first no-op call before timing: it ran right after the warm-up
+        before = [unexplained(b) for b in baseline[1:calibrated]]
+        short = _beyond_nearest(baseline, readings, unexplained, slack_ns, fraction, wall, before)
     if short:
         raise RunEnded(
             Status.FAILED,

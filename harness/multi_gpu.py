@@ -22,6 +22,7 @@ takes seconds to start where a process takes one or two.
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import time
@@ -334,6 +335,7 @@ def _run_benchmarks(
     emit(Progress("benchmarking", 0, rounds * len(cases)))
     labels = [f"benchmark {i + 1} of {len(cases)} ({describe_case(case)})" for i, case in enumerate(cases)]
     timings: list[list[CaseTiming]] = [[] for _ in cases]
+    # Each rank's median in each round, as a case's time is its rounds' mean (``combine_rounds``).
     per_rank: list[list[list[float]]] = [[[] for _ in range(spec.task.world_size)] for _ in cases]
     rounds_run = 0
     for round_index in range(rounds):
@@ -360,13 +362,13 @@ def _run_benchmarks(
                 CaseTiming(stats.case_result(case, summary), summary.median * 1e-9, calls, process=groups.started)
             )
             for rank, values in enumerate(ranks):
-                per_rank[index][rank].extend(values)
+                per_rank[index][rank].append(stats.median(sorted(values)))
             emit(Progress("benchmarking", round_index * len(cases) + index + 1, rounds * len(cases)))
         rounds_run += 1
     medians: list[float] = []
     for index, case in enumerate(cases):
         combined = benchmark.combine_rounds(timings[index], None, case, spec.gpu, groups.device, labels[index], 0)
-        combined.result.rank_median_ns = [stats.median(sorted(values)) for values in per_rank[index]]
+        combined.result.rank_median_ns = [math.fsum(medians) / len(medians) for medians in per_rank[index]]
         _slowest_rank(combined.result)
         result.benchmarks.append(combined.result)
         medians.append(combined.median_s)

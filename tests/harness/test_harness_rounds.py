@@ -3,6 +3,8 @@ harness on the CPU; and the arithmetic of rounds and budgets."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 import secrets
 import signal
@@ -11,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -368,3 +371,27 @@ def test_another_round_is_refused_only_where_the_last_ones_cases_outlasted_their
     assert _next_round_fits(100.0, 130.0, 1.0, 140.0, 2.0)
     # Quick timed calls: the floor is the submission idling outside them; the next round runs.
     assert _next_round_fits(100.0, 130.0, 0.001, 130.0, 2.0)
+
+
+def test_a_quick_case_goes_on_until_enough_no_op_calls_are_among_its_real_ones(tmp_path: Path) -> None:
+    """Every case of a quick, steady job is judged against at least ``PAIRED_MIN_NOOPS`` no-op
+    calls taken among its real ones, not the one or two its first calls bring: the harness's own
+    trace of each case says so."""
+    trace = tmp_path / "trace.jsonl"
+    spec = leaderboard_spec(ADDMUL, submission("steady_call.py"), Mode.BENCHMARK, timeout_s=60)
+    result = run_harness(spec, env={benchmark.TRACE_ENV: str(trace)}).outcome()
+    assert result.status is Status.PASSED, result.verdict
+    lines = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert len(lines) == len(result.benchmarks) >= 2
+    for line in lines:
+        assert len(line["noop"]) - line["calibrated"] >= benchmark.PAIRED_MIN_NOOPS, line["label"]
+
+
+def test_a_case_goes_on_for_its_no_op_calls_only_where_they_fit_in_its_time() -> None:
+    rule = stats.StopRule(20, 20_000, 1.5, 0.005)
+    started = time.monotonic() - 0.1  # 21 orders in 0.1 s: 7 more no-op calls take ~70 orders, 0.33 s
+    assert benchmark._more_fit(1, 20, started, rule)
+    assert not benchmark._more_fit(1, 20, started, dataclasses.replace(rule, max_seconds=0.3))
+    assert not benchmark._more_fit(benchmark.PAIRED_MIN_NOOPS, 20, started, rule)  # it has them
+    slow = time.monotonic() - 20.0  # 1 s orders: a slow case stops where it was
+    assert not benchmark._more_fit(1, 20, slow, dataclasses.replace(rule, max_seconds=24.0))
