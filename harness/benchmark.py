@@ -75,9 +75,8 @@ NOOP_SHARE = 0.1
 RECHECK_KEEP_BYTES = 256 << 20  # the harness's unused GPU cache kept between rechecks, at most
 # Outside time and the clock are judged against the no-op calls among the real ones where at
 # least this many were taken. A case timed well enough with fewer goes on until it has them, where
-# that fits in its time (``_more_fit``); a slow case ends with fewer:
-# taking more there overran its share (a case of 1 s orders ran a 24 s job out of time on a
-# loaded CI box).
+# that fits in its time (``_more_fit``); a slow case ends with fewer: taking more there overran
+# its share (a case of 1 s orders ran a 24 s job out of time on a loaded CI box).
 PAIRED_MIN_NOOPS = 8
 HIDDEN_MIN_NS = 3_000.0  # hidden work below this is indistinguishable from sync jitter
 HIDDEN_FRACTION = 0.05
