@@ -383,8 +383,17 @@ def test_a_quick_case_goes_on_until_enough_no_op_calls_are_among_its_real_ones(t
     assert result.status is Status.PASSED, result.verdict
     lines = [json.loads(line) for line in trace.read_text().splitlines()]
     assert len(lines) == len(result.benchmarks) >= 2
+    at = lines[0]["fields"].index("at_ns")
     for line in lines:
-        assert len(line["noop"]) - line["calibrated"] >= benchmark.PAIRED_MIN_NOOPS, line["label"]
+        among = len(line["noop"]) - line["calibrated"]
+        if among >= benchmark.PAIRED_MIN_NOOPS:
+            continue
+        # Fewer only where the rest would not have fit in the case's time at its pace (a loaded
+        # CI box): what the harness saw when it stopped, from its own clock in the trace.
+        orders = sorted(call[at] for call in line["real"] + line["noop"][line["calibrated"] :])
+        span_s = (orders[-1] - orders[0]) / 1e9
+        needed_s = (benchmark.PAIRED_MIN_NOOPS - among) / benchmark.NOOP_SHARE * span_s / len(orders)
+        assert span_s + needed_s > 0.8 * benchmark.BENCHMARK_PLAN.rule.max_seconds, (line["label"], among, span_s)
 
 
 def test_a_case_goes_on_for_its_no_op_calls_only_where_they_fit_in_its_time() -> None:

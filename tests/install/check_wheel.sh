@@ -119,7 +119,7 @@ lacks github-list "$LOG" "runner github is off"
 contains github-list "$LOG" "GitHub GPUs not served here"
 extra web
 expect 0 web-serve env KERNELCUP_DATABASE_URL="$(db web)" KERNELCUP_WEB__PORT=0 \
-    timeout --preserve-status -s INT 8 "$PY" -m kernelcup.adapters.terminal serve --no-console
+    timeout --preserve-status -s INT 20 "$PY" -m kernelcup.adapters.terminal serve --no-console
 contains web-serve "$OUT" "web: serving"
 lacks web-serve "$OUT" "adapter web is off"
 extra remote
