@@ -214,7 +214,7 @@ def combine_rounds(
     summary = stats.summarize(times)
     result = stats.case_result(case, summary, note)
     result.round_median_ns = [r.result.median_ns if r.result.median_ns is not None else r.median_s * 1e9 for r in kept]
-    centre = result.median_ns = _mean(result.round_median_ns)
+    centre = result.median_ns = stats.mean(result.round_median_ns)
     result.ci_low_ns, result.ci_high_ns = summary.ci_low, summary.ci_high
     cover(result, result.round_median_ns)
     spread = max(r.host_spread for r in kept)
@@ -638,7 +638,7 @@ def _beyond_nearest(
     differences = [measure(call) - measure(near) for call, near in zip(busy, nearest, strict=True)]
     noise = 4.0 * _median_error(differences)
     if before:
-        noise = max(noise, 4.0 * _mean_error(before) * math.sqrt(len(before) / len({id(n) for n in nearest})))
+        noise = max(noise, 4.0 * stats.mean_error(before) * math.sqrt(len(before) / len({id(n) for n in nearest})))
     excess = _median(differences)
     return excess if excess > max(slack_ns, fraction * wall, noise) else 0.0
 
@@ -654,19 +654,14 @@ def _nearest(baseline: list[Timed], busy: list[Timed]) -> list[Timed]:
     return nearest
 
 
-def _mean(values: list[float]) -> float:
-    return math.fsum(values) / len(values)
+MEANS: Estimate = (stats.mean, stats.mean_error)
 
 
-def _mean_error(values: list[float]) -> float:
-    """Standard error of a mean (the sample's standard deviation over root n); 0 below two values."""
-    if len(values) < 2:
-        return 0.0
-    middle = _mean(values)
-    return math.sqrt(math.fsum((v - middle) ** 2 for v in values) / (len(values) - 1) / len(values))
-
-
-MEANS: Estimate = (_mean, _mean_error)
+def _settled(baseline: list[Timed], calibrated: int) -> list[Timed]:
+    """The no-op calls taken back to back before timing, less the first: its order ran right
+    after the warm-up and carries what the warm-up's last call left behind (a 60 ms finalizer
+    would pass for the no-op calls' own noise)."""
+    return baseline[1:calibrated]
 
 
 def _check_clock(
@@ -690,8 +685,8 @@ def _check_clock(
     if len(among) >= PAIRED_MIN_NOOPS:  # taken among the real calls: the same conditions
         idle, busy = [unexplained(b) for b in among], [unexplained(r) for r in readings]
         short = _beyond_noise(idle, busy, slack_ns, fraction, wall)
-    else:  # not the first no-op call before timing: it ran right after the warm-up
-        before = [unexplained(b) for b in baseline[1:calibrated]]
+    else:
+        before = [unexplained(b) for b in _settled(baseline, calibrated)]
         short = _beyond_nearest(baseline, readings, unexplained, slack_ns, fraction, wall, before)
     if short:
         raise RunEnded(
@@ -758,9 +753,7 @@ def outside_time(
     if not real or not idle:
         return 0.0
     if len(among) < PAIRED_MIN_NOOPS:
-        # Not the first: its order carries what the warm-up's last call left behind (a 60 ms
-        # finalizer would pass for the no-op calls' own noise).
-        before = [with_next[id(b)] for b in baseline[1:calibrated] if id(b) in with_next]
+        before = [with_next[id(b)] for b in _settled(baseline, calibrated) if id(b) in with_next]
         return _beyond_nearest(idle, real, lambda call: with_next[id(call)], 2 * slack_ns, fraction, 2 * wall, before)
     paired = [with_next[id(r)] for r in real]
     return _beyond_noise([with_next[id(b)] for b in idle], paired, 2 * slack_ns, fraction, 2 * wall, MEANS)

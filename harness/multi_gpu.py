@@ -22,7 +22,6 @@ takes seconds to start where a process takes one or two.
 
 from __future__ import annotations
 
-import math
 import os
 import random
 import time
@@ -368,7 +367,7 @@ def _run_benchmarks(
     medians: list[float] = []
     for index, case in enumerate(cases):
         combined = benchmark.combine_rounds(timings[index], None, case, spec.gpu, groups.device, labels[index], 0)
-        combined.result.rank_median_ns = [math.fsum(medians) / len(medians) for medians in per_rank[index]]
+        combined.result.rank_median_ns = [stats.mean(medians) for medians in per_rank[index]]
         _slowest_rank(combined.result)
         result.benchmarks.append(combined.result)
         medians.append(combined.median_s)

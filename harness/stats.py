@@ -68,21 +68,37 @@ def median_interval(sorted_samples: Sequence[float]) -> tuple[float, float]:
     return float(sorted_samples[low_rank - 1]), float(sorted_samples[high_rank - 1])
 
 
+def mean(samples: Sequence[float]) -> float:
+    return math.fsum(samples) / len(samples)
+
+
+def std(samples: Sequence[float]) -> float:
+    """The sample standard deviation; 0 below two samples."""
+    n = len(samples)
+    if n < 2:
+        return 0.0
+    centre = mean(samples)
+    return math.sqrt(math.fsum((x - centre) ** 2 for x in samples) / (n - 1))
+
+
+def mean_error(samples: Sequence[float]) -> float:
+    """Standard error of the mean; 0 below two samples."""
+    return std(samples) / math.sqrt(len(samples)) if len(samples) > 1 else 0.0
+
+
 def summarize(samples: Sequence[float]) -> Summary:
     ordered = sorted(samples)
     n = len(ordered)
     if n == 0:
         raise ValueError("no samples")
-    mean = math.fsum(ordered) / n
-    std = math.sqrt(math.fsum((x - mean) ** 2 for x in ordered) / (n - 1)) if n > 1 else 0.0
     low, high = median_interval(ordered)
     return Summary(
         runs=n,
         median=median(ordered),
-        mean=mean,
+        mean=mean(ordered),
         min=float(ordered[0]),
         max=float(ordered[-1]),
-        std=std,
+        std=std(ordered),
         ci_low=low,
         ci_high=high,
     )
