@@ -1,6 +1,6 @@
 #!/bin/bash
 # Ranked pairs with a job on every GPU of the machine at once, as a machine of several GPUs runs
-# them: the boards are dealt out to the GPUs in turn, and each GPU runs its own
+# them: the boards are dealt out to the GPUs (below: DEAL), and each GPU runs its own
 #   run_all.py --repeat-only --sections ranked --repeat-set --boards <its share>
 # with CUDA_VISIBLE_DEVICES set to it, its own build cache and its own $OUT/g<N>.
 #
@@ -21,10 +21,33 @@ ALL="$ALL,bincount_sync,item_normalize,launches,pylist_weights,scatter_atomics,t
 IFS=, read -r -a boards <<< "${BOARDS:-$ALL}"
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=index,name,clocks.sm,temperature.gpu --format=csv; nproc
+# Each GPU's share: with DEAL=turn the boards in turn; otherwise (the default) longest pair first,
+# each to the GPU with the least so far, by a pair's seconds on an H200 (2026-11-27, thirteenth
+# session: its two jobs with their tests and start-ups; a board not listed counts 60 s).
+declare -A SECONDS_OF=(
+  [compiled_sort]=130 [conv2d]=84 [graph_launches]=80 [pylist_weights]=78 [tiny_add]=72 [bincount_sync]=68
+  [item_normalize]=68 [launches]=62 [vectorsum]=62 [histogram]=62 [matmul]=56 [softmax]=52 [vectoradd]=50
+  [prefixsum]=44 [grayscale]=42 [identity]=40 [scatter_atomics]=40 [vectoradd_cuda]=24
+)
+declare -a shares loads
+for ((g = FIRST; g < GPUS; g++)); do shares[g]=""; loads[g]=0; done
+if [ "${DEAL:-time}" = turn ]; then
+  for ((g = FIRST; g < GPUS; g++)); do
+    for ((i = g - FIRST; i < ${#boards[@]}; i += GPUS - FIRST)); do shares[g]="${shares[g]}${shares[g]:+,}${boards[i]}"; done
+  done
+else
+  while read -r _ board; do
+    least=$FIRST
+    for ((g = FIRST; g < GPUS; g++)); do ((loads[g] < loads[least])) && least=$g; done
+    shares[least]="${shares[least]}${shares[least]:+,}$board"
+    loads[least]=$((loads[least] + ${SECONDS_OF[$board]:-60}))
+  done < <(for b in "${boards[@]}"; do echo "${SECONDS_OF[$b]:-60} $b"; done | sort -k1,1nr -k2)
+fi
 for ((g = FIRST; g < GPUS; g++)); do
-  share=""
-  for ((i = g - FIRST; i < ${#boards[@]}; i += GPUS - FIRST)); do share="$share${share:+,}${boards[i]}"; done
+  share=${shares[g]}
   [ -n "$share" ] || continue
+  estimate=""; ((loads[g])) && estimate=" (~${loads[g]} s on an H200)"
+  echo "GPU $g: $share$estimate"
   env ${TRACE:+KERNELCUP_HARNESS_TRACE=$OUT/g$g.trace.jsonl} CUDA_VISIBLE_DEVICES=$g KERNELCUP_CACHE_DIR=/tmp/kc-cache-$g OUT=$OUT/g$g \
     python3 bench/gpu/run_all.py --repeat-only --sections ranked --repeat-set --budget-s "$B" --boards "$share" ${EXTRA:+--extra-jobs "$EXTRA"} \
     > "$OUT/g$g.log" 2>&1 &
