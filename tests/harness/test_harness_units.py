@@ -648,6 +648,24 @@ def test_work_a_call_does_outside_its_timed_call_is_charged_to_it(where: str) ->
     assert benchmark.outside_time(readings, baseline, 250_000.0, 0.25, before) == pytest.approx(3_000_000.0, rel=0.02)
 
 
+def test_work_left_behind_in_a_slow_case_is_still_charged_against_its_few_no_op_calls() -> None:
+    from kernelcup.harness import benchmark
+
+    # A slow case (40 real calls, one to seven no-op calls among them): 3 ms left for the next
+    # order after every real call. Both views the slow path takes, the nearest no-op call and
+    # every settled one, see it, so the lesser of the two still charges it.
+    def left(position: int, noop: bool, previous_noop: bool) -> float:
+        return 900_000.0 + (3_000_000.0 if position >= 10 and not previous_noop else 0.0)
+
+    charged = []
+    for seed in range(30):
+        readings, baseline, before = _interleaved(seed, real=40, share=0.08, untimed=left)
+        if 0 < len(baseline) - before < benchmark.PAIRED_MIN_NOOPS:
+            charged.append(benchmark.outside_time(readings, baseline, 250_000.0, 0.25, before))
+    assert len(charged) >= 10
+    assert all(c == pytest.approx(3_000_000.0, rel=0.05) for c in charged), charged
+
+
 def _drifted(seed: int, tampered_ns: float = 0.0) -> tuple[list[Any], list[Any], int]:
     """A slow case (40 calls of ~1 ms, a no-op call or two among them) whose harness-to-child
     round trip rose from ~270 µs during the no-op calls taken before timing to ~600 µs for
