@@ -110,8 +110,11 @@ def test_work_left_for_after_the_call_is_counted_not_failed(runs: dict[str, Harn
     case = result.benchmarks[0]
     assert "counted in the time" in case.message
     # It frees each output with a 60 ms finalizer: well above what a loaded CI box's noise
-    # makes of the no-op calls (a 20 ms one went uncounted there).
-    assert (case.median_ns or 0) >= 45e6
+    # makes of the no-op calls (a 20 ms one went uncounted there). Its orders are slow, so one
+    # no-op call or two fall among its ~16 real ones and each real call is judged against the
+    # nearest: on a loaded box that one no-op call's orders read ~16 ms high and 43.9 ms was
+    # counted (2026-11-27; 56.3 ms on a quiet one). At least half of it, then.
+    assert (case.median_ns or 0) >= 30e6
 
 
 @pytest.mark.skipif(DEVICE != "cuda", reason="torch.compile and CUDA graphs are GPU patterns")
