@@ -654,6 +654,33 @@ def _nearest(baseline: list[Timed], busy: list[Timed]) -> list[Timed]:
     return nearest
 
 
+def _beyond_few(
+    baseline: list[Timed],
+    busy: list[Timed],
+    measure: Callable[[Timed], float],
+    slack_ns: float,
+    fraction: float,
+    wall: float,
+    settled: list[Timed],
+    among: list[Timed],
+) -> float:
+    """How much more ``measure`` reads on the ``busy`` (real) calls of a slow case, one with
+    fewer than ``PAIRED_MIN_NOOPS`` no-op calls ``among`` them: the lesser of the excess over the
+    no-op call of ``baseline`` nearest each (``_beyond_nearest``, with the ``settled`` no-op
+    calls before timing as its noise) and the excess over the ``settled`` and ``among`` no-op
+    calls as a whole (``_beyond_noise``, medians). Either alone can be fooled: the round trip can
+    move between the calibration and the timing (the nearest one is needed), and a no-op call
+    among the real ones can be an outlier that every real call is nearest (the whole is needed).
+    GPU MODE's torch.compile sort failed as timer tampering on an H200, 614 µs per call, where
+    the harness heard the child late in both no-op calls among its 21 real ones (-953 and -207 µs
+    unexplained; every other call 270-590 µs; 2026-11-27)."""
+    before = [measure(b) for b in settled]
+    return min(
+        _beyond_nearest(baseline, busy, measure, slack_ns, fraction, wall, before),
+        _beyond_noise(before + [measure(b) for b in among], [measure(c) for c in busy], slack_ns, fraction, wall),
+    )
+
+
 MEANS: Estimate = (stats.mean, stats.mean_error)
 
 
@@ -673,12 +700,8 @@ def _check_clock(
     clock starts) to its reading (sent just after it stops): what the child does for a call of
     ``custom_kernel``, host work included, lies inside both clocks. Only a child whose reading
     is short of what passed (its timer slowed or its reading rewritten) shows more unexplained
-    time on real calls than on the no-op calls taken among them. With too few of those, both
-    than on the no-op call nearest each (``_beyond_nearest``) and than on every settled no-op
-    call as a whole: the round trip can move between the calibration and the timing, and one
-    no-op call can be an outlier. GPU MODE's torch.compile sort failed as timer tampering on an
-    H200, 614 µs per call, where the harness heard the child late in both no-op calls among its
-    21 real ones (-953 and -207 µs unexplained; every other call 270-590 µs; 2026-11-27).
+    time on real calls than on the no-op calls taken among them (with too few of those, than on
+    the no-op call nearest each and on every settled one as a whole: ``_beyond_few``).
     """
     wall = _median([r.wall_ns for r in readings])
     among = baseline[calibrated:]
@@ -686,15 +709,12 @@ def _check_clock(
     def unexplained(call: Timed) -> float:
         return call.call_ns - call.wall_ns
 
-    busy = [unexplained(r) for r in readings]
     if len(among) >= PAIRED_MIN_NOOPS:  # taken among the real calls: the same conditions
-        short = _beyond_noise([unexplained(b) for b in among], busy, slack_ns, fraction, wall)
+        idle, busy = [unexplained(b) for b in among], [unexplained(r) for r in readings]
+        short = _beyond_noise(idle, busy, slack_ns, fraction, wall)
     else:
-        before = [unexplained(b) for b in _settled(baseline, calibrated)]
-        short = min(
-            _beyond_nearest(baseline, readings, unexplained, slack_ns, fraction, wall, before),
-            _beyond_noise(before + [unexplained(b) for b in among], busy, slack_ns, fraction, wall),
-        )
+        settled = _settled(baseline, calibrated)
+        short = _beyond_few(baseline, readings, unexplained, slack_ns, fraction, wall, settled, among)
     if short:
         raise RunEnded(
             Status.FAILED,
@@ -727,10 +747,9 @@ def outside_time(
     within tens of µs, and an honest tiny add was charged ~309 µs per call against them on an
     H100 (2026-11-27). The sums also even out a process that stalls every few orders
     (``torch.compile``'s sort: orders alternated between ~1 and ~4-7 ms, no-op or real). Two
-    orders' jitter: twice the slack. With fewer no-op calls among them (a slow case), the lesser
-    of: each real call's two orders against the nearest one's in time, the median of the
-    differences, unless the process's own stalls could make as much (``_beyond_nearest``); and
-    the real calls against every settled no-op call, as the clock check does; with none,
+    orders' jitter: twice the slack. With fewer no-op calls among them (a slow case), each real
+    call's two orders against the nearest one's in time and against every settled one's as a
+    whole, the lesser (``_beyond_few``); with none,
     each real call's own order against every no-op call's.
 
     With enough no-op calls among them, means, not medians, and four standard errors of the
@@ -761,12 +780,12 @@ def outside_time(
     if not real or not idle:
         return 0.0
     if len(among) < PAIRED_MIN_NOOPS:
-        before = [with_next[id(b)] for b in _settled(baseline, calibrated) if id(b) in with_next]
-        pool, busy = before + [with_next[id(b)] for b in idle], [with_next[id(r)] for r in real]
-        return min(
-            _beyond_nearest(idle, real, lambda call: with_next[id(call)], 2 * slack_ns, fraction, 2 * wall, before),
-            _beyond_noise(pool, busy, 2 * slack_ns, fraction, 2 * wall),
-        )
+        settled = [b for b in _settled(baseline, calibrated) if id(b) in with_next]
+
+        def two_orders(call: Timed) -> float:
+            return with_next[id(call)]
+
+        return _beyond_few(idle, real, two_orders, 2 * slack_ns, fraction, 2 * wall, settled, idle)
     paired = [with_next[id(r)] for r in real]
     return _beyond_noise([with_next[id(b)] for b in idle], paired, 2 * slack_ns, fraction, 2 * wall, MEANS)
 
