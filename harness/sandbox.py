@@ -153,13 +153,33 @@ def _bind(
     _mount(None, target, None, flags)
 
 
-def _hide(root: str, path: str) -> None:
-    """Cover ``path`` (when a read-only bind brought it in) with an empty, read-only tmpfs."""
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _hide(root: str, path: str, readonly: list[str], needed: list[str]) -> str | None:
+    """Cover ``path``, one of the runner's own folders (its database's, say), where a read-only
+    bind brought it in: where it is, or lies inside, one of ``readonly``. Elsewhere no bind
+    brought it in and the job sees only the folders bound on the way to it (the private ``/tmp``,
+    the home folder that holds Python's installation): covering it would cover those. Each of
+    ``needed`` inside it is bound again over the cover. A folder every job reads cannot be
+    hidden and ends the setup, naming it. Returns a covered folder, to make read-only once every
+    folder is bound (a job's own writable folder may lie inside it)."""
+    if not any(_within(path, folder) for folder in readonly):
+        return None
+    if path in needed:
+        _fail(f"{path} holds the bot's own files (its database, leaderboards or var/) and is also a folder "
+              "every job reads (Python, its packages or a tool on PATH); keep the bot's files elsewhere")
     target = _inside(root, path)
     if os.path.isdir(target) and not os.path.islink(target):
-        _mount("tmpfs", target, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0")
-    elif os.path.exists(target):
+        _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=64k,mode=0755")
+        for folder in needed:
+            if _within(folder, path):
+                _bind(root, folder, writable=False)
+        return target
+    if os.path.exists(target):
         _mount("/dev/null", target, None, MS_BIND)
+    return None
 
 
 def _make_dev(root: str, devices: list[str], shm_bytes: int) -> None:
@@ -224,19 +244,23 @@ def _become_init(policy: dict[str, Any], command: list[str], ended_by: int) -> N
     for tmp in ("/tmp", "/var/tmp"):
         os.makedirs(_inside(root, tmp), mode=0o1777, exist_ok=True)
         _mount("tmpfs", _inside(root, tmp), "tmpfs", MS_NOSUID | MS_NODEV, f"size={tmp_size},mode=1777")
-    for path in policy.get("readonly", []):
-        _bind(root, str(path), writable=False)
+    readonly = [str(path) for path in policy.get("readonly", [])]
+    for path in readonly:
+        _bind(root, path, writable=False)
     if policy.get("sys", True):
         # A sysfs of its own (allowed: the network namespace is ours): device information for
         # CUDA and NVML, without the host's cgroup and other mounts below /sys.
         os.makedirs(_inside(root, "/sys"), mode=0o555, exist_ok=True)
         _mount("sysfs", _inside(root, "/sys"), "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    for path in policy.get("hide", []):
-        _hide(root, str(path))
+    needed = [str(path) for path in policy.get("needed", readonly)]
+    covers = [_hide(root, str(path), readonly, needed) for path in policy.get("hide", [])]
     for path in policy.get("writable", []):
         _bind(root, str(path), writable=True)
     for outside, inside in policy.get("moved", []):
         _bind(root, str(outside), writable=True, at=str(inside))
+    for cover in covers:
+        if cover is not None:
+            _mount(None, cover, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
     _make_dev(root, [str(d) for d in policy.get("devices", [])], int(policy.get("shm_bytes", 64 << 20)))
     os.makedirs(_inside(root, "/proc"), mode=0o555, exist_ok=True)
     _mount("proc", _inside(root, "/proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)

@@ -294,3 +294,71 @@ def test_a_correct_submission_still_passes_every_mode_in_the_sandbox() -> None:
         result = run_harness(leaderboard_spec(ADDMUL, submission("correct.py"), mode, timeout_s=120)).outcome()
         assert result.status is Status.PASSED, result.verdict
         assert isinstance(result, Result) and "sandbox" in result.system.isolation
+
+
+def _readable_tree(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        path.chmod(0o644)
+        _open_to_others(path.parent)
+
+
+def _paths_run(tmp_path: Path, paths: list[Path], hide: list[Path | str]) -> tuple[Result, dict[str, str]]:
+    """``reads_paths`` in the sandbox of a harness told to hide ``hide`` (as the local runner tells
+    it its database's folder, its leaderboards and ``var/``), with ``tools`` bound read-only as a
+    CUDA_HOME is and ``tools/box/kit`` as a tool on PATH is: what it found at each path."""
+    tools = tmp_path / "tools"
+    env = {
+        "CUDA_HOME": str(tools),
+        "PATH": f"{tools / 'box' / 'kit' / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        "KERNELCUP_SANDBOX_HIDE": os.pathsep.join(str(p) for p in hide),
+    }
+    source = submission("reads_paths.py").replace("@PATHS@", json.dumps([str(p) for p in paths]))
+    result = run_harness(leaderboard_spec(ADDMUL, source, Mode.TEST, timeout_s=120), env=env).outcome()
+    found = {}
+    for line in result.stdout.splitlines():
+        what, _, rest = line.partition(" ")
+        if what in ("READ", "LIST", "BLOCKED"):
+            path, _, text = rest.partition(" ")
+            found[path] = f"{what} {text}"
+    return result, found
+
+
+def test_the_runners_folders_are_hidden_where_a_bind_brings_them_in_and_nothing_the_job_needs_goes_with_them(
+    tmp_path: Path,
+) -> None:
+    """The local runner hides its database's folder from jobs. A database in ``/tmp`` once hid the
+    job's private ``/tmp`` and one in the home folder Python's installation and packages: every
+    job then failed to start ("could not sandbox": a read-only file system, no module named
+    fcntl). A folder is covered only where a read-only bind brought it in, and what a job needs
+    inside it is bound again over the cover."""
+    tools = tmp_path / "tools"
+    _readable_tree(tools, {
+        "include/cuda.h": "a header jobs read\n",
+        "private/kernelcup.db": "SECRET-inside-a-bound-folder\n",
+        "box/kernelcup.db": "SECRET-beside-a-tool\n",
+        "box/kit/lib/libkit.txt": "the tool's library\n",
+        "box/kit/bin/kit": "the tool\n",
+    })
+    paths = [tools / "include/cuda.h", tools / "private/kernelcup.db", tools / "private", tools / "box/kernelcup.db",
+             tools / "box", tools / "box/kit/lib/libkit.txt"]
+    result, found = _paths_run(tmp_path, paths, ["/tmp", tools / "private", tools / "box", Path.home()])
+    assert result.status is Status.PASSED, result.verdict
+    assert found[str(tools / "include/cuda.h")] == "READ a header jobs read"
+    assert found[str(tools / "box/kit/lib/libkit.txt")] == "READ the tool's library"  # bound again over the cover
+    assert found[str(tools / "private/kernelcup.db")].startswith("BLOCKED")
+    assert found[str(tools / "box/kernelcup.db")].startswith("BLOCKED")
+    assert found[str(tools / "private")] == "LIST "  # an empty cover
+    assert found[str(tools / "box")] == "LIST kit"  # only the tool bound again
+
+
+def test_a_runner_folder_that_every_job_reads_cannot_be_hidden_and_the_job_says_which(tmp_path: Path) -> None:
+    tools = tmp_path / "tools"
+    _readable_tree(tools, {"include/cuda.h": "a header jobs read\n", "kernelcup.db": "SECRET\n"})
+    result, found = _paths_run(tmp_path, [tools / "kernelcup.db"], [tools])
+    assert result.status is Status.ERROR, result.verdict
+    assert result.verdict.startswith("could not sandbox the submission on this machine"), result.verdict
+    assert f"{tools} holds the bot's own files" in result.verdict and "keep the bot's files elsewhere" in result.verdict
+    assert "SECRET" not in result.stdout + result.stderr and found == {}
