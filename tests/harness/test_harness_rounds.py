@@ -51,18 +51,18 @@ def _fails_later(how: str) -> str:
 @pytest.fixture(scope="module")
 def runs() -> dict[str, HarnessRun]:
     specs = {
+        # Long enough that a fresh process fits after the tests even on a slow box: on a loaded CI
+        # box (2 cores) a 30 s job's first process and tests took ~17 s, so no fresh one was
+        # started and the job passed in the first. It runs to its time limit, so it starts first.
+        "hang": leaderboard_spec(
+            ADDMUL, _fails_later("hang"), Mode.RANKED, timeout_s=HANG_TIMEOUT_S, secret_seed=SECRET
+        ),
         "ranked": leaderboard_spec(
             ADDMUL, submission("records_process.py"), Mode.RANKED, timeout_s=90, secret_seed=SECRET
         ),
         "benchmark": leaderboard_spec(ADDMUL, submission("records_process.py"), Mode.BENCHMARK, timeout_s=60),
         "raise": leaderboard_spec(ADDMUL, _fails_later("raise"), Mode.RANKED, timeout_s=90, secret_seed=SECRET),
         "exit": leaderboard_spec(ADDMUL, _fails_later("exit"), Mode.RANKED, timeout_s=90, secret_seed=SECRET),
-        # Long enough that a fresh process fits after the tests even on a slow box: on a loaded CI
-        # box (2 cores) a 30 s job's first process and tests took ~17 s, so no fresh one was
-        # started and the job passed in the first.
-        "hang": leaderboard_spec(
-            ADDMUL, _fails_later("hang"), Mode.RANKED, timeout_s=HANG_TIMEOUT_S, secret_seed=SECRET
-        ),
         "slow": leaderboard_spec(
             ADDMUL,
             submission("slow_to_load.py").replace("@SLEEP@", str(SLOW_LOAD_S)),
