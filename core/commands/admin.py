@@ -105,7 +105,8 @@ def sync_command(app: CommandContext, request: Request) -> Reply:
         report = app.sync_leaderboards(session)
     app.reschedule()  # new leaderboards get their close, reminders and "opened" announcement
     rows = tuple(
-        [(name, "created") for name in report.created]
+        [(name, "created, closed: its deadline has passed" if name in report.closed else "created")
+         for name in report.created]
         + [(name, "updated") for name in report.updated]
         + [(name, "unchanged") for name in report.unchanged]
         + [(name, f"error: {why}") for name, why in report.errors.items()]

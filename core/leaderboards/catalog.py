@@ -8,7 +8,7 @@ import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +153,7 @@ class SyncReport:
     created: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
+    closed: list[str] = field(default_factory=list)  # of those created: past their deadline already
     errors: dict[str, str] = field(default_factory=dict)
 
 
@@ -205,9 +206,18 @@ def sync_folder(
                 gpus = gpus or served_gpus
                 if cards is not None:
                     gpus = gpus_for_ranks(task.task, gpus, cards, task.name) or gpus
-                deadline = _task_deadline(task) or now + timedelta(days=default_days)
-                create_leaderboard(session, task, deadline=deadline, gpus=gpus, source_dir=str(entry.folder),
-                                   cards=cards)
+                deadline = (
+                    parse_deadline(entry.deadline, f"{entry.name}'s problem set")
+                    or parse_deadline(task.task.get("deadline"), f"{entry.name}'s task.yml")
+                    or now + timedelta(days=default_days)
+                )
+                board = create_leaderboard(session, task, deadline=deadline, gpus=gpus,
+                                           source_dir=str(entry.folder), cards=cards)
+                if deadline <= now:
+                    # A problem whose competition has ended (GPU MODE's sets keep them) opens
+                    # closed: nothing to announce and no entries to re-run; set-deadline reopens it.
+                    board.closed_at = board.final_queued_at = board.final_done_at = now
+                    report.closed.append(task.name)
             except (UserError, ValueError) as exc:
                 report.errors[entry.name] = _one_line(getattr(exc, "message", str(exc)))
                 continue
@@ -223,14 +233,23 @@ def _one_line(message: str) -> str:
     return " ".join(message.split())
 
 
-def _task_deadline(folder: TaskFolder) -> datetime | None:
-    raw = folder.task.get("deadline")
+def parse_deadline(raw: object, where: str) -> datetime | None:
+    """A deadline as task.yml or a GPU MODE problem set writes it: a date, or a date and time
+    (``2026-03-15``, ``2025-11-29 6:59``, ``2026-12-31T23:59Z``), read as UTC where it names no
+    zone and as the start of the day where it names no time; None where it is empty or absent."""
+    if raw is None or raw == "":
+        return None
     if isinstance(raw, datetime):
-        return raw if raw.tzinfo else None
-    if isinstance(raw, str):
-        parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-        return parsed if parsed.tzinfo else None
-    return None
+        return raw if raw.tzinfo else raw.replace(tzinfo=UTC)
+    if isinstance(raw, date):
+        return datetime.combine(raw, time(0), tzinfo=UTC)
+    text = re.sub(r"(?<=[ T])(\d)(?=:)", r"0\1", str(raw).strip())  # GPU MODE writes "6:59"
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        raise UserError(f"{where}: the deadline {str(raw)[:60]!r} is not a date; write it like 2026-12-31, "
+                        "2026-12-31 23:59 or 2026-12-31T23:59Z (UTC where no zone is given)") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _task_json(folder: TaskFolder) -> str:

@@ -3,7 +3,8 @@
 kernelcup's: one folder per leaderboard, each with its ``task.yml``. GPU MODE's
 reference-kernels: ``problems/<set>/<problem>/task.yml``, files shared by a set in ``<set>/``
 (task.yml names them ``../utils.py``), and ``problems/<set>.yaml`` listing each problem's
-``directory``, leaderboard ``name`` and ``gpus``. Pointing ``leaderboards_dir`` at
+``directory``, leaderboard ``name``, ``gpus`` and ``deadline`` (the set's own ``deadline`` where
+a problem names none). Pointing ``leaderboards_dir`` at
 ``problems/`` or at one ``problems/<set>/`` finds every problem, named as GPU MODE names it,
 so a GPU MODE submission's ``#!POPCORN leaderboard <name>`` line finds its leaderboard.
 Folders without a set entry are named after themselves; where two share a name, after their
@@ -25,6 +26,7 @@ class FoundFolder:
     name: str
     folder: Path
     gpus: list[str] = field(default_factory=list)  # from a set's yaml; empty when it names none
+    deadline: Any = None  # from a set's yaml, as YAML read it (a string, a date); None when it names none
 
 
 def find_task_folders(root: Path) -> tuple[list[FoundFolder], dict[str, str]]:
@@ -37,32 +39,32 @@ def find_task_folders(root: Path) -> tuple[list[FoundFolder], dict[str, str]]:
         if not any(part.startswith((".", "__")) for part in path.relative_to(root).parts)
     ]
     listed = _set_entries(root, errors)
-    named: list[tuple[str, Path, list[str]]] = []
+    named: list[tuple[str, Path, list[str], Any]] = []
     for folder in folders:
-        name, gpus = listed.get(folder.resolve(), (folder.name, []))
-        named.append((name, folder, gpus))
-    counts = Counter(name for name, _, _ in named)
+        name, gpus, deadline = listed.get(folder.resolve(), (folder.name, [], None))
+        named.append((name, folder, gpus, deadline))
+    counts = Counter(name for name, _, _, _ in named)
     found: list[FoundFolder] = []
     taken: set[str] = set()
-    for name, folder, gpus in named:
+    for name, folder, gpus, deadline in named:
         if counts[name] > 1 and folder.parent != root:
             name = f"{folder.parent.name}_{name}"
         if name in taken:
             errors[str(folder.relative_to(root))] = f"another folder already gives the leaderboard name {name!r}"
             continue
         taken.add(name)
-        found.append(FoundFolder(name, folder, gpus))
+        found.append(FoundFolder(name, folder, gpus, deadline))
     return found, errors
 
 
-def _set_entries(root: Path, errors: dict[str, str]) -> dict[Path, tuple[str, list[str]]]:
+def _set_entries(root: Path, errors: dict[str, str]) -> dict[Path, tuple[str, list[str], Any]]:
     """GPU MODE's problem-set files that can name folders under ``root``: ``root/<set>.yaml``,
     and ``<set>.yaml`` beside ``root`` when ``root`` is one set's folder."""
     candidates = sorted([*root.glob("*.yaml"), *root.glob("*.yml")])
     beside = root.parent / f"{root.name}.yaml"
     if beside.is_file():
         candidates.append(beside)
-    entries: dict[Path, tuple[str, list[str]]] = {}
+    entries: dict[Path, tuple[str, list[str], Any]] = {}
     for path in candidates:
         try:
             raw: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -75,5 +77,6 @@ def _set_entries(root: Path, errors: dict[str, str]) -> dict[Path, tuple[str, li
         for problem in problems:
             if isinstance(problem, dict) and problem.get("directory") and problem.get("name"):
                 folder = (path.parent / str(problem["directory"])).resolve()
-                entries[folder] = (str(problem["name"]), [str(g) for g in problem.get("gpus") or []])
+                deadline = problem.get("deadline") or raw.get("deadline") or None
+                entries[folder] = (str(problem["name"]), [str(g) for g in problem.get("gpus") or []], deadline)
     return entries

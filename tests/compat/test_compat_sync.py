@@ -95,3 +95,36 @@ def test_a_second_sync_changes_nothing(engine: Engine, problems: Path) -> None:
     with Session(engine) as session:
         report = sync_folder(session, problems, served_gpus=SERVED, now=NOW, default_days=30)
     assert sorted(report.unchanged) == ["scan_v2", "sort_v2"] and not report.created
+
+
+def test_a_problem_sets_deadlines_are_the_leaderboards_and_one_already_past_opens_closed(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """GPU MODE's set files give each problem a deadline (``"2025-11-29 6:59"``, a bare date that
+    YAML reads as one, or the set's own), in UTC; a set whose competition has ended loads closed."""
+    root = tmp_path / "problems"
+    _problem_set(root, "contest", [("contest/a_py", "a_v1", ["H100"]), ("contest/b_py", "b_v1", ["H100"]),
+                                   ("contest/c_py", "c_v1", ["H100"])])
+    text = (root / "contest.yaml").read_text()
+    text = text.replace("name: contest problems\n", 'name: contest problems\ndeadline: "2027-01-31"\n')
+    text = text.replace("    name: a_v1\n", '    name: a_v1\n    deadline: "2026-11-29 6:59" # midnight pst\n')
+    text = text.replace("    name: b_v1\n", "    name: b_v1\n    deadline: 2025-06-30\n")
+    (root / "contest.yaml").write_text(text)
+    _problem(root / "contest" / "d_py", 'deadline: "2026-12-24 18:00"\n')
+    _problem(root / "contest" / "e_py", 'deadline: "next friday"\n')
+    with Session(engine) as session:
+        report = sync_folder(session, root, served_gpus=SERVED, now=NOW, default_days=30)
+        session.commit()
+        boards = {board.name: board for board in session.exec(select(Leaderboard)).all()}
+        deadlines = {name: board.deadline.replace(tzinfo=UTC) for name, board in boards.items()}
+        closed = {name for name, board in boards.items() if board.closed_at is not None}
+        finals_done = {name for name, board in boards.items() if board.final_done_at is not None}
+    assert deadlines == {
+        "a_v1": datetime(2026, 11, 29, 6, 59, tzinfo=UTC),
+        "b_v1": datetime(2025, 6, 30, tzinfo=UTC),
+        "c_v1": datetime(2027, 1, 31, tzinfo=UTC),  # the set's own
+        "d_py": datetime(2026, 12, 24, 18, 0, tzinfo=UTC),  # task.yml's, no zone: UTC
+    }
+    assert report.closed == ["b_v1"] and closed == finals_done == {"b_v1"}  # nothing left to re-run
+    assert report.errors == {"e_py": "e_py's task.yml: the deadline 'next friday' is not a date; write it like "
+                                     "2026-12-31, 2026-12-31 23:59 or 2026-12-31T23:59Z (UTC where no zone is given)"}
