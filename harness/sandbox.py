@@ -253,7 +253,10 @@ def _become_init(policy: dict[str, Any], command: list[str], ended_by: int) -> N
         os.makedirs(_inside(root, "/sys"), mode=0o555, exist_ok=True)
         _mount("sysfs", _inside(root, "/sys"), "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
     needed = [str(path) for path in policy.get("needed", readonly)]
-    covers = [_hide(root, str(path), readonly, needed) for path in policy.get("hide", [])]
+    # Shallowest first: a folder inside one already covered is gone with it (unless a folder bound
+    # again over that cover brought it back), and a cover made first would be buried by the later.
+    hidden = sorted((str(path) for path in policy.get("hide", [])), key=lambda path: path.rstrip("/").count("/"))
+    covers = [_hide(root, path, readonly, needed) for path in hidden]
     for path in policy.get("writable", []):
         _bind(root, str(path), writable=True)
     for outside, inside in policy.get("moved", []):

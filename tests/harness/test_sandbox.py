@@ -338,18 +338,22 @@ def test_the_runners_folders_are_hidden_where_a_bind_brings_them_in_and_nothing_
     _readable_tree(tools, {
         "include/cuda.h": "a header jobs read\n",
         "private/kernelcup.db": "SECRET-inside-a-bound-folder\n",
+        "private/leaderboards/task.yml": "SECRET-a-hidden-folder-inside-another\n",
         "box/kernelcup.db": "SECRET-beside-a-tool\n",
         "box/kit/lib/libkit.txt": "the tool's library\n",
         "box/kit/bin/kit": "the tool\n",
     })
     paths = [tools / "include/cuda.h", tools / "private/kernelcup.db", tools / "private", tools / "box/kernelcup.db",
              tools / "box", tools / "box/kit/lib/libkit.txt"]
-    result, found = _paths_run(tmp_path, paths, ["/tmp", tools / "private", tools / "box", Path.home()])
+    # The runner names its leaderboards before its database's folder, which may hold them.
+    hide = [tools / "private" / "leaderboards", "/tmp", tools / "private", tools / "box", Path.home()]
+    result, found = _paths_run(tmp_path, [*paths, tools / "private/leaderboards/task.yml"], hide)
     assert result.status is Status.PASSED, result.verdict
     assert found[str(tools / "include/cuda.h")] == "READ a header jobs read"
     assert found[str(tools / "box/kit/lib/libkit.txt")] == "READ the tool's library"  # bound again over the cover
     assert found[str(tools / "private/kernelcup.db")].startswith("BLOCKED")
     assert found[str(tools / "box/kernelcup.db")].startswith("BLOCKED")
+    assert found[str(tools / "private/leaderboards/task.yml")].startswith("BLOCKED")
     assert found[str(tools / "private")] == "LIST "  # an empty cover
     assert found[str(tools / "box")] == "LIST kit"  # only the tool bound again
 
