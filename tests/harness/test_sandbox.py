@@ -346,7 +346,7 @@ def test_the_runners_folders_are_hidden_where_a_bind_brings_them_in_and_nothing_
     paths = [tools / "include/cuda.h", tools / "private/kernelcup.db", tools / "private", tools / "box/kernelcup.db",
              tools / "box", tools / "box/kit/lib/libkit.txt"]
     # The runner names its leaderboards before its database's folder, which may hold them.
-    hide = [tools / "private" / "leaderboards", "/tmp", tools / "private", tools / "box", Path.home()]
+    hide: list[Path | str] = [tools / "private" / "leaderboards", "/tmp", tools / "private", tools / "box", Path.home()]
     result, found = _paths_run(tmp_path, [*paths, tools / "private/leaderboards/task.yml"], hide)
     assert result.status is Status.PASSED, result.verdict
     assert found[str(tools / "include/cuda.h")] == "READ a header jobs read"
