@@ -17,7 +17,7 @@ from kernelcup.core.config import load_settings
 GPU_SCRIPTS = REPO / "bench" / "gpu"
 
 
-@pytest.mark.parametrize("script", ["run_all.py", "gpumode_compat.py", "pairs.sh"])
+@pytest.mark.parametrize("script", ["run_all.py", "gpumode_compat.py", "pairs.sh", "lease.sh"])
 def test_each_gpu_script_starts(script: str) -> None:
     if script.endswith(".sh"):
         command = ["bash", "-n", str(GPU_SCRIPTS / script)]  # parsed, not run: it deals out GPUs
