@@ -379,14 +379,21 @@ def test_another_round_is_refused_only_where_the_last_ones_cases_outlasted_their
     assert _next_round_fits(100.0, 130.0, 0.001, 130.0, 2.0)
 
 
-def test_a_quick_case_goes_on_until_enough_no_op_calls_are_among_its_real_ones(tmp_path: Path) -> None:
-    """Every case of a quick, steady job is judged against at least ``PAIRED_MIN_NOOPS`` no-op
-    calls taken among its real ones, not the one or two its first calls bring: the harness's own
-    trace of each case says so."""
-    trace = tmp_path / "trace.jsonl"
+@pytest.fixture(scope="module")
+def steady(tmp_path_factory: pytest.TempPathFactory) -> tuple[Result, Path]:
+    """A quick, steady benchmark job, traced (``KERNELCUP_HARNESS_TRACE``)."""
+    trace = tmp_path_factory.mktemp("steady") / "trace.jsonl"
     spec = leaderboard_spec(ADDMUL, submission("steady_call.py"), Mode.BENCHMARK, timeout_s=60)
     result = run_harness(spec, env={benchmark.TRACE_ENV: str(trace)}).outcome()
     assert result.status is Status.PASSED, result.verdict
+    return result, trace
+
+
+def test_a_quick_case_goes_on_until_enough_no_op_calls_are_among_its_real_ones(steady: tuple[Result, Path]) -> None:
+    """Every case of a quick, steady job is judged against at least ``PAIRED_MIN_NOOPS`` no-op
+    calls taken among its real ones, not the one or two its first calls bring: the harness's own
+    trace of each case says so."""
+    result, trace = steady
     lines = [json.loads(line) for line in trace.read_text().splitlines()]
     assert len(lines) == len(result.benchmarks) >= 2
     at = lines[0]["fields"].index("at_ns")
@@ -400,6 +407,27 @@ def test_a_quick_case_goes_on_until_enough_no_op_calls_are_among_its_real_ones(t
         span_s = (orders[-1] - orders[0]) / 1e9
         needed_s = (benchmark.PAIRED_MIN_NOOPS - among) / benchmark.NOOP_SHARE * span_s / len(orders)
         assert span_s + needed_s > 0.8 * benchmark.BENCHMARK_PLAN.rule.max_seconds, (line["label"], among, span_s)
+
+
+def test_a_replay_of_the_trace_judges_each_case_as_the_harness_did(steady: tuple[Result, Path]) -> None:
+    """bench/gpu/replay.py, which weighs a change to the timing rules on calls already traced on
+    a GPU, reads a trace back to the harness's own case medians and verdicts."""
+    result, trace = steady
+    sys.path.insert(0, str(REPO / "bench" / "gpu"))
+    try:
+        import replay
+    finally:
+        sys.path.remove(str(REPO / "bench" / "gpu"))
+    replayed = [replay.replay(json.loads(line), "cpu") for line in trace.read_text().splitlines()]
+    cases = len(result.benchmarks)
+    assert [r.label.split(" (")[0] for r in replayed] == [f"benchmark {i} of {cases}" for i in range(1, cases + 1)]
+    for again, case in zip(replayed, result.benchmarks, strict=True):
+        assert again.tampering == ""
+        assert again.median_ns + again.outside_ns == pytest.approx(case.median_ns, rel=1e-9), again.label
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "gpu" / "replay.py"), str(trace), "--device", "cpu"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].startswith(f"{len(replayed)} case-rounds: 0 fail the clock check")
 
 
 def test_a_case_goes_on_for_its_no_op_calls_only_where_they_fit_in_its_time() -> None:
