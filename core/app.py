@@ -142,7 +142,7 @@ class Kernelcup:
                 return None
             report = self.sync_leaderboards(session)
         (log.warning if report.errors else log.info)("leaderboards synced", created=report.created,
-                                                      errors=report.errors)
+                                                      closed=report.closed, errors=report.errors)
         return report
 
     def sync_leaderboards(self, session: Session) -> SyncReport:
