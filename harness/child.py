@@ -409,6 +409,10 @@ def load_submission(path: Path) -> Any:
     sys.modules[name] = module
     try:
         exec(code, module.__dict__)
+    except SystemExit as exc:
+        print(_format_exception(exc), file=sys.stderr)
+        raise LoadError("import", f"it called exit({exc.code!r:.60}) while being imported, which would end the process "
+                        "that runs it; keep work at import to definitions and custom_kernel") from None
     except BaseException as exc:
         print(_format_exception(exc), file=sys.stderr)
         raise LoadError("import", f"{type(exc).__name__}: {exc}"[:2000]) from None

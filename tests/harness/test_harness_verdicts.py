@@ -19,6 +19,7 @@ CASES = {
     "wrong": (ADDMUL, "wrong.py", 60),
     "syntax_error": (ADDMUL, "syntax_error.py", 60),
     "missing_kernel": (ADDMUL, "missing_kernel.py", 60),
+    "exits_on_import": (ADDMUL, "exits_on_import.py", 60),
     "raises": (ADDMUL, "raises.py", 60),
     "import_loop": (ADDMUL, "import_loop.py", 20),
     "infinite_loop": (ADDMUL, "infinite_loop.py", 20),
@@ -83,6 +84,16 @@ def test_a_missing_custom_kernel_is_a_compile_error(runs: dict[str, HarnessRun])
     result = runs["missing_kernel"].outcome()
     assert result.status is Status.COMPILE_ERROR
     assert "defines no custom_kernel" in result.verdict
+
+
+def test_a_submission_that_exits_while_imported_is_told_so(runs: dict[str, HarnessRun]) -> None:
+    result = runs["exits_on_import"].outcome()
+    assert result.status is Status.COMPILE_ERROR
+    assert result.verdict == (
+        "could not load the submission: it called exit(0) while being imported, which would end the process that "
+        "runs it; keep work at import to definitions and custom_kernel"
+    )
+    assert "SystemExit" in result.stderr  # where it was called, in its traceback
 
 
 def test_an_exception_is_a_crash_naming_the_case_with_its_traceback_in_stderr(
