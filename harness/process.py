@@ -297,19 +297,9 @@ _SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32
 
 @functools.lru_cache(maxsize=1)
 def _readonly_folders() -> tuple[str, ...]:
-    """What a job may read, each folder once: :func:`_needed_folders` less those inside another."""
-    kept: list[str] = []
-    for folder in _needed_folders():
-        if not any(folder.startswith(k + "/") for k in kept if not Path(k).is_symlink()):
-            kept.append(folder)
-    return tuple(kept)
-
-
-@functools.lru_cache(maxsize=1)
-def _needed_folders() -> tuple[str, ...]:
     """What a job may read: the system, Python and its packages, CUDA, compilers, the harness;
-    shallowest first, a folder inside another too (the sandbox binds it again over a cover of a
-    folder on the way to it, ``harness/sandbox.py``).
+    shallowest first, a folder inside another too (the sandbox binds each folder once, and binds
+    one inside another again over a cover of a folder on the way to it, ``harness/sandbox.py``).
 
     Never the repository or the runner's folders (the database, ``var/``): only ``harness/``
     of the repository is bound, with ``kernelcup/`` (its ``__init__.py`` and links, of which only
@@ -438,7 +428,6 @@ class Sandbox:
         policy = {
             "root": str(self.root),
             "readonly": list(_readonly_folders()),
-            "needed": list(_needed_folders()),
             "hide": hidden,
             "writable": [str(p) for p in self.writable],
             "moved": [[str(outside), inside] for outside, inside in self.moved],

@@ -157,15 +157,15 @@ def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def _hide(root: str, path: str, readonly: list[str], needed: list[str]) -> str | None:
+def _hide(root: str, path: str, bound: list[str], needed: list[str]) -> str | None:
     """Cover ``path``, one of the runner's own folders (its database's, say), where a read-only
-    bind brought it in: where it is, or lies inside, one of ``readonly``. Elsewhere no bind
+    bind brought it in: where it is, or lies inside, one of ``bound``. Elsewhere no bind
     brought it in and the job sees only the folders bound on the way to it (the private ``/tmp``,
     the home folder that holds Python's installation): covering it would cover those. Each of
     ``needed`` inside it is bound again over the cover. A folder every job reads cannot be
     hidden and ends the setup, naming it. Returns a covered folder, to make read-only once every
     folder is bound (a job's own writable folder may lie inside it)."""
-    if not any(_within(path, folder) for folder in readonly):
+    if not any(_within(path, folder) for folder in bound):
         return None
     if path in needed:
         _fail(f"{path} holds the bot's own files (its database, leaderboards or var/) and is also a folder "
@@ -244,19 +244,21 @@ def _become_init(policy: dict[str, Any], command: list[str], ended_by: int) -> N
     for tmp in ("/tmp", "/var/tmp"):
         os.makedirs(_inside(root, tmp), mode=0o1777, exist_ok=True)
         _mount("tmpfs", _inside(root, tmp), "tmpfs", MS_NOSUID | MS_NODEV, f"size={tmp_size},mode=1777")
-    readonly = [str(path) for path in policy.get("readonly", [])]
+    readonly = [str(path) for path in policy.get("readonly", [])]  # shallowest first
+    bound: list[str] = []
     for path in readonly:
-        _bind(root, path, writable=False)
+        if not any(_within(path, folder) for folder in bound if not os.path.islink(folder)):
+            _bind(root, path, writable=False)
+            bound.append(path)
     if policy.get("sys", True):
         # A sysfs of its own (allowed: the network namespace is ours): device information for
         # CUDA and NVML, without the host's cgroup and other mounts below /sys.
         os.makedirs(_inside(root, "/sys"), mode=0o555, exist_ok=True)
         _mount("sysfs", _inside(root, "/sys"), "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    needed = [str(path) for path in policy.get("needed", readonly)]
     # Shallowest first: a folder inside one already covered is gone with it (unless a folder bound
     # again over that cover brought it back), and a cover made first would be buried by the later.
     hidden = sorted((str(path) for path in policy.get("hide", [])), key=lambda path: path.rstrip("/").count("/"))
-    covers = [_hide(root, path, readonly, needed) for path in hidden]
+    covers = [_hide(root, path, bound, readonly) for path in hidden]
     for path in policy.get("writable", []):
         _bind(root, str(path), writable=True)
     for outside, inside in policy.get("moved", []):

@@ -14,7 +14,7 @@ set as well (``pmpp_prefixsum_py``).
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,32 +39,31 @@ def find_task_folders(root: Path) -> tuple[list[FoundFolder], dict[str, str]]:
         if not any(part.startswith((".", "__")) for part in path.relative_to(root).parts)
     ]
     listed = _set_entries(root, errors)
-    named: list[tuple[str, Path, list[str], Any]] = []
-    for folder in folders:
-        name, gpus, deadline = listed.get(folder.resolve(), (folder.name, [], None))
-        named.append((name, folder, gpus, deadline))
-    counts = Counter(name for name, _, _, _ in named)
+    named = [replace(listed[folder.resolve()], folder=folder) if folder.resolve() in listed
+             else FoundFolder(folder.name, folder) for folder in folders]
+    counts = Counter(entry.name for entry in named)
     found: list[FoundFolder] = []
     taken: set[str] = set()
-    for name, folder, gpus, deadline in named:
-        if counts[name] > 1 and folder.parent != root:
-            name = f"{folder.parent.name}_{name}"
-        if name in taken:
-            errors[str(folder.relative_to(root))] = f"another folder already gives the leaderboard name {name!r}"
+    for entry in named:
+        folder = entry.folder
+        if counts[entry.name] > 1 and folder.parent != root:
+            entry = replace(entry, name=f"{folder.parent.name}_{entry.name}")
+        if entry.name in taken:
+            errors[str(folder.relative_to(root))] = f"another folder already gives the leaderboard name {entry.name!r}"
             continue
-        taken.add(name)
-        found.append(FoundFolder(name, folder, gpus, deadline))
+        taken.add(entry.name)
+        found.append(entry)
     return found, errors
 
 
-def _set_entries(root: Path, errors: dict[str, str]) -> dict[Path, tuple[str, list[str], Any]]:
+def _set_entries(root: Path, errors: dict[str, str]) -> dict[Path, FoundFolder]:
     """GPU MODE's problem-set files that can name folders under ``root``: ``root/<set>.yaml``,
     and ``<set>.yaml`` beside ``root`` when ``root`` is one set's folder."""
     candidates = sorted([*root.glob("*.yaml"), *root.glob("*.yml")])
     beside = root.parent / f"{root.name}.yaml"
     if beside.is_file():
         candidates.append(beside)
-    entries: dict[Path, tuple[str, list[str], Any]] = {}
+    entries: dict[Path, FoundFolder] = {}
     for path in candidates:
         try:
             raw: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -77,6 +76,7 @@ def _set_entries(root: Path, errors: dict[str, str]) -> dict[Path, tuple[str, li
         for problem in problems:
             if isinstance(problem, dict) and problem.get("directory") and problem.get("name"):
                 folder = (path.parent / str(problem["directory"])).resolve()
+                gpus = [str(g) for g in problem.get("gpus") or []]
                 deadline = problem.get("deadline") or raw.get("deadline") or None
-                entries[folder] = (str(problem["name"]), [str(g) for g in problem.get("gpus") or []], deadline)
+                entries[folder] = FoundFolder(str(problem["name"]), folder, gpus, deadline)
     return entries
