@@ -343,7 +343,7 @@ def test_a_host_bound_case_ranges_at_least_three_percent_either_side_once_combin
     assert not benchmark.is_host_bound(triton, "cuda")
     assert not benchmark.is_host_bound(launches, "cpu")
     # Launch-bound calls range ±3%; calls that wait on the GPU inside (the sleep was over when
-    # they returned: a sync, .item()) ±20%, since the host's pace after the wait is timed.
+    # they returned: a sync, .item()) ±25%, since the host's pace after the wait is timed.
     assert benchmark.host_spread(launches, "cuda") == benchmark.HOST_BOUND_SPREAD
     synced = [dataclasses.replace(r, ran_out=True) for r in launches]
     assert benchmark.host_spread(synced, "cuda") == benchmark.HOST_SYNC_SPREAD
