@@ -57,8 +57,14 @@ def fresh_fits(left_s: float, startup_s: float, needed_after_s: float = 0.0) -> 
 def may_start_again(ended: RunEnded, restarted: bool, left_s: float, needed_s: float) -> bool:
     """Whether a process or a group of ranks that ended with ``ended`` while starting (before
     the submission was loaded into it) is started once more: once per job, for a crash or an
-    error, with ``needed_s`` and at least ``MIN_RESTART_S`` of the job's time left."""
-    return not restarted and ended.status in (Status.CRASHED, Status.ERROR) and left_s >= max(needed_s, MIN_RESTART_S)
+    error that another start could escape (not ``ended.repeats``), with ``needed_s`` and at
+    least ``MIN_RESTART_S`` of the job's time left."""
+    return (
+        not restarted
+        and not ended.repeats
+        and ended.status in (Status.CRASHED, Status.ERROR)
+        and left_s >= max(needed_s, MIN_RESTART_S)
+    )
 
 
 def started_again_note(what_was: str, restarts: list[str]) -> str:

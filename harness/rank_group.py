@@ -273,7 +273,8 @@ class RankGroup:
             if status is None and self.launcher is not None and self.launcher.poll() is not None:
                 failure = sandbox_failure(self.launcher_err.text() if self.launcher_err else "")
                 if failure:
-                    raise RunEnded(Status.ERROR, f"could not sandbox the submission on this machine: {failure}")
+                    raise RunEnded(Status.ERROR, f"could not sandbox the submission on this machine: {failure}",
+                                   repeats=True)
             raise RunEnded(Status.CRASHED, f"{where}'s process {describe_exit(status)} {self.activity}; "
                                            "the job was ended on every rank")
         if kind == MALFORMED:
@@ -285,7 +286,7 @@ class RankGroup:
         if kind == "problem_error":
             self._leaderboard_failed(where, error)
         if kind == "no_device":
-            raise RunEnded(Status.ERROR, f"{where}: {error} on this machine")
+            raise RunEnded(Status.ERROR, f"{where}: {error} on this machine", repeats=True)
         if kind == "load_error":
             package = missing_package(error)
             raise RunEnded(Status.COMPILE_ERROR,

@@ -106,7 +106,7 @@ class Session:
         if kind == "problem_error":
             raise RunEnded(Status.ERROR, f"the leaderboard's code failed {self.activity}: {error}")
         if kind == "no_device":
-            raise RunEnded(Status.ERROR, f"{error} on this machine")
+            raise RunEnded(Status.ERROR, f"{error} on this machine", repeats=True)
         if kind == "internal_error":
             raise RunEnded(Status.ERROR, f"harness error in the submission's process: {error}")
         if kind == "load_error":
@@ -121,7 +121,8 @@ class Session:
             self.child.stderr.join(timeout=1)
             failure = sandbox_failure(self.child.stderr.text())
             if failure:
-                raise RunEnded(Status.ERROR, f"could not sandbox the submission on this machine: {failure}")
+                verdict = f"could not sandbox the submission on this machine: {failure}"
+                raise RunEnded(Status.ERROR, verdict, repeats=True)
         raise RunEnded(Status.CRASHED, f"the submission's process {describe_exit(status)} {self.activity}")
 
     def _expect(self, kind: str, max_payload: int = 0) -> tuple[Message, bytes]:

@@ -16,12 +16,16 @@ _EXCEPTION_LINE = re.compile(r"^[\w.]*(Error|Exception|Exit|Interrupt)\b(: .*)?$
 
 
 class RunEnded(Exception):
-    """Raised anywhere in a run to end it with ``status`` and a one-line ``verdict``."""
+    """Raised anywhere in a run to end it with ``status`` and a one-line ``verdict``.
 
-    def __init__(self, status: Status, verdict: str) -> None:
+    ``repeats``: the same start on the same machine would end the same way (a sandbox this
+    machine cannot set up, no GPU where one was asked for), so no process is started again for it."""
+
+    def __init__(self, status: Status, verdict: str, *, repeats: bool = False) -> None:
         super().__init__(verdict)
         self.status = status
         self.verdict = verdict
+        self.repeats = repeats
 
 
 def format_seconds(seconds: float) -> str:

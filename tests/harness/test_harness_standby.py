@@ -99,4 +99,5 @@ def test_a_job_for_another_device_gets_a_process_started_for_it() -> None:
     result = _result(stdout, spec.result_key)
     assert result is not None and result.status is Status.ERROR
     assert "CUDA is not available" in result.verdict
+    assert "started again" not in result.stderr, result.stderr  # a second start would find no GPU either
     assert not _alive(child)

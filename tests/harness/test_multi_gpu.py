@@ -94,7 +94,7 @@ def test_each_ranked_round_of_a_multi_gpu_job_starts_its_ranks_afresh(runs: dict
 
 def test_a_rank_that_never_joins_the_collective_times_out_by_name_and_leaves_nothing() -> None:
     marker = f"kcmg{secrets.token_hex(3)}"
-    spec = leaderboard_spec(ALLREDUCE, _fixture("rank1_never_joins").replace("@MARKER@", marker), timeout_s=15)
+    spec = leaderboard_spec(ALLREDUCE, _fixture("rank1_never_joins").replace("@MARKER@", marker), timeout_s=30)
     harness = start_harness()
     stdout, stderr = harness.communicate(spec.to_json(), timeout=90)
     result = read_run(stdout, stderr, harness.returncode, spec.result_key).outcome()
@@ -135,6 +135,7 @@ def test_a_multi_gpu_job_on_a_machine_without_its_gpus_is_an_error_in_words() ->
     result = run_many({"one": spec})["one"].outcome()
     assert result.status is Status.ERROR
     assert "CUDA is not available" in result.verdict or "this machine gave the job" in result.verdict
+    assert "started again" not in result.stderr, result.stderr
 
 
 def _processes(match: object) -> list[int]:

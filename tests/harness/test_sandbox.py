@@ -366,3 +366,5 @@ def test_a_runner_folder_that_every_job_reads_cannot_be_hidden_and_the_job_says_
     assert result.verdict.startswith("could not sandbox the submission on this machine"), result.verdict
     assert f"{tools} holds the bot's own files" in result.verdict and "keep the bot's files elsewhere" in result.verdict
     assert "SECRET" not in result.stdout + result.stderr and found == {}
+    # The same policy on the same machine fails the same way: the process is not started again.
+    assert "started again" not in result.stderr, result.stderr
