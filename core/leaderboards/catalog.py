@@ -237,7 +237,7 @@ def parse_deadline(raw: object, where: str) -> datetime | None:
     """A deadline as task.yml or a GPU MODE problem set writes it: a date, or a date and time
     (``2026-03-15``, ``2025-11-29 6:59``, ``2026-12-31T23:59Z``), read as UTC where it names no
     zone and as the start of the day where it names no time; None where it is empty or absent."""
-    if raw is None or raw == "":
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
         return None
     if isinstance(raw, datetime):
         return raw if raw.tzinfo else raw.replace(tzinfo=UTC)

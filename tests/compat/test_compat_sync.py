@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -112,6 +112,7 @@ def test_a_problem_sets_deadlines_are_the_leaderboards_and_one_already_past_open
     (root / "contest.yaml").write_text(text)
     _problem(root / "contest" / "d_py", 'deadline: "2026-12-24 18:00"\n')
     _problem(root / "contest" / "e_py", 'deadline: "next friday"\n')
+    _problem(root / "contest" / "f_py", 'deadline: "  "\n')  # blank: as if absent
     with Session(engine) as session:
         report = sync_folder(session, root, served_gpus=SERVED, now=NOW, default_days=30)
         session.commit()
@@ -124,6 +125,7 @@ def test_a_problem_sets_deadlines_are_the_leaderboards_and_one_already_past_open
         "b_v1": datetime(2025, 6, 30, tzinfo=UTC),
         "c_v1": datetime(2027, 1, 31, tzinfo=UTC),  # the set's own
         "d_py": datetime(2026, 12, 24, 18, 0, tzinfo=UTC),  # task.yml's, no zone: UTC
+        "f_py": NOW + timedelta(days=30),  # the default
     }
     assert report.closed == ["b_v1"] and closed == finals_done == {"b_v1"}  # nothing left to re-run
     assert report.errors == {"e_py": "e_py's task.yml: the deadline 'next friday' is not a date; write it like "
