@@ -34,6 +34,8 @@ from typing import Any
 
 from kernelcup.harness.cgroups import JobCgroup
 from kernelcup.harness.channel import Channel
+from kernelcup.harness.spec import Status
+from kernelcup.harness.verdict import RunEnded
 
 # Where ``kernelcup`` is imported from: a checkout or site-packages. Only the root is resolved:
 # in a checkout kernelcup/harness is a link to harness/, and the link is how kernelcup.harness is found.
@@ -475,14 +477,16 @@ def harness_sandboxed(command: list[str], folder: Path, cache: Path) -> tuple[li
     return outer.wrap(command, folder, harness=True), {OUTER_ENV: outside}
 
 
-def sandbox_failure(stderr: str) -> str:
-    """The sandbox launcher's own complaint in a process's stderr, or ""."""
+def sandbox_failure(stderr: str) -> RunEnded | None:
+    """The job's end where a process's stderr holds the sandbox launcher's own complaint: this
+    machine cannot set the sandbox up, and another start would fail the same way."""
     from kernelcup.harness.sandbox import SETUP_PREFIX
 
     for line in stderr.splitlines():
         if line.startswith(SETUP_PREFIX):
-            return line[len(SETUP_PREFIX) :]
-    return ""
+            why = line[len(SETUP_PREFIX) :]
+            return RunEnded(Status.ERROR, f"could not sandbox the submission on this machine: {why}", repeats=True)
+    return None
 
 
 def child_environment(home: Path, extra: dict[str, str]) -> dict[str, str]:

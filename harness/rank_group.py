@@ -273,8 +273,7 @@ class RankGroup:
             if status is None and self.launcher is not None and self.launcher.poll() is not None:
                 failure = sandbox_failure(self.launcher_err.text() if self.launcher_err else "")
                 if failure:
-                    raise RunEnded(Status.ERROR, f"could not sandbox the submission on this machine: {failure}",
-                                   repeats=True)
+                    raise failure
             raise RunEnded(Status.CRASHED, f"{where}'s process {describe_exit(status)} {self.activity}; "
                                            "the job was ended on every rank")
         if kind == MALFORMED:

@@ -121,8 +121,7 @@ class Session:
             self.child.stderr.join(timeout=1)
             failure = sandbox_failure(self.child.stderr.text())
             if failure:
-                verdict = f"could not sandbox the submission on this machine: {failure}"
-                raise RunEnded(Status.ERROR, verdict, repeats=True)
+                raise failure
         raise RunEnded(Status.CRASHED, f"the submission's process {describe_exit(status)} {self.activity}")
 
     def _expect(self, kind: str, max_payload: int = 0) -> tuple[Message, bytes]:

@@ -77,6 +77,6 @@ def _set_entries(root: Path, errors: dict[str, str]) -> dict[Path, FoundFolder]:
             if isinstance(problem, dict) and problem.get("directory") and problem.get("name"):
                 folder = (path.parent / str(problem["directory"])).resolve()
                 gpus = [str(g) for g in problem.get("gpus") or []]
-                deadline = problem.get("deadline") or raw.get("deadline") or None
+                deadline = problem.get("deadline") or raw.get("deadline")
                 entries[folder] = FoundFolder(str(problem["name"]), folder, gpus, deadline)
     return entries
