@@ -352,16 +352,21 @@ def test_the_output_of_several_processes_is_marked_and_capped_as_one() -> None:
 
 def test_a_ranked_job_whose_cases_outlast_their_share_is_scored_on_the_rounds_that_fit() -> None:
     """Inputs that take 0.6 s to make and 0.4 s calls: each case's least work (a warm-up, no-op
-    calls and two timed calls, each on fresh inputs, and a check) outlasts its share of a 24 s
-    limit. The job is scored on its first round instead of running out of time in the second,
-    and says so; where time holds a second round (the jobs above), both run."""
+    calls and two timed calls, each on fresh inputs, and a check) outlasts its share of a 40 s
+    limit. The job is scored on the rounds that fit (two on a quiet box, where a round takes ~13 s;
+    one where start-ups crawl) instead of running out of time in the next, and says so; where time
+    holds every round (the jobs above), all run. The limit leaves a loaded CI box room for the
+    first round: at 24 s, one ran out of time inside it."""
     spec = leaderboard_spec(
-        LEADERBOARDS / "slow_inputs", submission("slow_call.py"), Mode.RANKED, timeout_s=24, secret_seed=SECRET
+        LEADERBOARDS / "slow_inputs", submission("slow_call.py"), Mode.RANKED, timeout_s=40, secret_seed=SECRET
     )
-    result = run_harness(spec, wall_limit_s=60).outcome()
+    result = run_harness(spec, wall_limit_s=90).outcome()
     assert result.status is Status.PASSED, result.verdict
-    assert f"timed in 1 round of {benchmark.RANKED_ROUNDS}" in result.verdict
-    assert all(len(case.round_median_ns) <= 1 for case in result.benchmarks)
+    timed = re.search(rf"timed in (\d) rounds? of {benchmark.RANKED_ROUNDS}: the cases needed more", result.verdict)
+    assert timed, result.verdict
+    rounds_run = int(timed.group(1))
+    assert 1 <= rounds_run < benchmark.RANKED_ROUNDS
+    assert all(len(case.round_median_ns) <= rounds_run for case in result.benchmarks)
     assert all(case.median_ns for case in result.benchmarks)
 
 
@@ -373,8 +378,8 @@ def test_another_round_is_refused_only_where_the_last_ones_cases_outlasted_their
 
     assert _next_round_fits(100.0, 80.0, 1.0, 10.0, 2.0)  # within shares: the next round adapts to what is left
     assert _next_round_fits(100.0, 114.0, 1.0, 1.0, 2.0)
-    assert not _next_round_fits(100.0, 130.0, 1.0, 130.0, 2.0)  # floors bound; 1.05 x 130 s + a start-up do not fit
-    assert _next_round_fits(100.0, 130.0, 1.0, 140.0, 2.0)
+    assert not _next_round_fits(100.0, 130.0, 1.0, 150.0, 2.0)  # floors bound; 1.2 x 130 s + a start-up do not fit
+    assert _next_round_fits(100.0, 130.0, 1.0, 160.0, 2.0)
     # Quick timed calls: the floor is the submission idling outside them; the next round runs.
     assert _next_round_fits(100.0, 130.0, 0.001, 130.0, 2.0)
 
