@@ -171,6 +171,7 @@ class CaseTiming:
     note: str = ""
     process: int = 1  # which of the job's submission processes timed it (harness/children.py)
     host_spread: float = 0.0  # host-bound: the least range either side of its median (0: not host-bound)
+    idle_s: float = 0.0  # the submission's time beyond its typical call (``idle_time``)
 
 
 def rounds_agree(rounds: list[CaseTiming]) -> bool:
@@ -355,6 +356,7 @@ def time_case(
     session.activity = f"while warming up {label}"
     warm_s = min(plan.warmup_max_s, max(0.0, seconds * 0.3))
     session.warm_up(seeds.case(case, "warmup" + tag), min(plan.warmup_min_s, warm_s), warm_s)
+    warm_took_s = time.monotonic() - begun
 
     session.activity = f"while calibrating {label}"
     baseline: list[Timed] = []
@@ -417,7 +419,32 @@ def time_case(
     spread = host_spread(readings, session.device)  # widened once its rounds are combined
     result.host_median_ns = _median([r.host_ns for r in readings]) if readings else None
     roofline(result, problem, case, gpu, session.device, label, l2_of(session))
-    return CaseTiming(result, summary.median * 1e-9, times, note, host_spread=spread)
+    idle_s = idle_time(readings, baseline[calibrated:] or baseline, warm_took_s, warm_s)
+    return CaseTiming(result, summary.median * 1e-9, times, note, host_spread=spread, idle_s=idle_s)
+
+
+IDLE_CALL_MULTIPLE = 3.0  # a timed call past this many times the median is idling, as far as rounds go
+
+
+def idle_time(readings: list[Timed], noops: list[Timed], warm_took_s: float, warm_s: float) -> float:
+    """Seconds of a case that the submission spent beyond what its typical call explains: timed
+    calls past ``IDLE_CALL_MULTIPLE`` times their median, and its warm-up past its budget by
+    more than two of the warm-up's last steps (fresh inputs, as a no-op order makes them, and
+    five calls). A submission can spend that without moving its score: warm-up calls are not
+    scored, and one slow call among many leaves the median where it was. So it is not counted
+    as the case's least work when the harness decides whether another ranked round fits
+    (``RoundCost``): quick calls cannot idle their way out of the next round's fresh process,
+    while a leaderboard whose inputs or checks are slow to make (GPU MODE's eigh with CPU-sized
+    cases: 25-36 ms calls, ~0.1 s checks) is scored on the rounds that fit instead of timing out
+    in the last one."""
+    if not readings:
+        return 0.0
+    calls = [r.call_ns or r.wall_ns for r in readings]
+    typical = _median(calls)
+    beyond_calls = sum(max(0.0, c - IDLE_CALL_MULTIPLE * typical) for c in calls)
+    inputs = _median([b.window_ns for b in noops]) if noops else 0.0
+    beyond_warm_up = max(0.0, warm_took_s * 1e9 - warm_s * 1e9 - 2 * (inputs + 5 * typical))
+    return (beyond_calls + beyond_warm_up) / 1e9
 
 
 def _timed_enough(readings: list[Timed], index: int, start: float, rule: stats.StopRule) -> bool:

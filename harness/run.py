@@ -264,7 +264,6 @@ def _run_tests(
 
 
 ROUND_FLOOR_RATIO = 1.15  # a round whose cases took this much more than their shares hit their floor
-LONG_CALL_S = 0.05  # ... and only where calls this long (a case's median) are what fills the floor
 # The next such round must fit 1.2 times the last one's time, not 1.05: a round that outruns what
 # is left times the whole job out, losing the rounds already timed, while one round fewer costs
 # only some repeatability; and a shared box's start-ups and inputs vary by more than 5%.
@@ -276,13 +275,11 @@ class RoundCost:
     """What one ranked round's cases were given and what they took."""
 
     shares_s: float = 0.0
-    took_s: float = 0.0
-    longest_call_s: float = 0.0  # the longest case median
+    took_s: float = 0.0  # less the submission's idling (CaseTiming.idle_s)
 
-    def add(self, share_s: float, took_s: float, median_s: float) -> None:
+    def add(self, share_s: float, took_s: float) -> None:
         self.shares_s += share_s
         self.took_s += took_s
-        self.longest_call_s = max(self.longest_call_s, median_s)
 
     def next_fits(self, left_s: float, startup_s: float) -> bool:
         """Whether another round like this one fits in ``left_s``.
@@ -292,10 +289,13 @@ class RoundCost:
         at least two timed calls, a check, each on fresh inputs) outlasted their shares: a
         second-long call on inputs that take seconds to make (GPU MODE's eigh: ~35 s a case
         against a 29 s share, 13 cases) would then run the job past its limit in the next round.
-        Such a job is scored on the rounds it has, and its verdict says so. Only where some
-        case's calls take ``LONG_CALL_S`` or more: a submission whose timed calls are quick
-        cannot skip the fresh process of the next round by idling in its untimed ones."""
-        if self.took_s <= ROUND_FLOOR_RATIO * self.shares_s or self.longest_call_s < LONG_CALL_S:
+        Such a job is scored on the rounds it has, and its verdict says so. What a case took
+        leaves out the submission's idling (``benchmark.idle_time``): a submission whose timed
+        calls are quick cannot skip the fresh process of the next round by idling in its untimed
+        ones, while a leaderboard whose inputs or checks are slow is judged by them whatever its
+        calls take (a rule that looked only at calls of 50 ms or more timed GPU MODE's eigh out in
+        its third round on the CPU, its 25-36 ms calls beside ~0.1 s checks)."""
+        if self.took_s <= ROUND_FLOOR_RATIO * self.shares_s:
             return True
         return left_s >= NEXT_ROUND_MARGIN * self.took_s + startup_s
 
@@ -386,7 +386,7 @@ def _run_benchmarks(
         timing = benchmark.time_case(
             children.session, problem, seeds, case, label, plan, seconds, spec.gpu, MAX_OUTPUT_PAYLOAD, rng, round_index
         )
-        costs[round_index].add(seconds, time.monotonic() - begun, timing.median_s)
+        costs[round_index].add(seconds, time.monotonic() - begun - timing.idle_s)
         timing.process = len(children.processes)
         timings[index].append(timing)
 

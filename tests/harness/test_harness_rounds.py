@@ -373,15 +373,36 @@ def test_a_ranked_job_whose_cases_outlast_their_share_is_scored_on_the_rounds_th
 def test_another_round_is_refused_only_where_the_last_ones_cases_outlasted_their_shares() -> None:
     from kernelcup.harness.run import RoundCost
 
-    def _next_round_fits(shares_s: float, took_s: float, longest_s: float, left_s: float, startup_s: float) -> bool:
-        return RoundCost(shares_s, took_s, longest_s).next_fits(left_s, startup_s)
+    def _next_round_fits(shares_s: float, took_s: float, left_s: float, startup_s: float) -> bool:
+        return RoundCost(shares_s, took_s).next_fits(left_s, startup_s)
 
-    assert _next_round_fits(100.0, 80.0, 1.0, 10.0, 2.0)  # within shares: the next round adapts to what is left
-    assert _next_round_fits(100.0, 114.0, 1.0, 1.0, 2.0)
-    assert not _next_round_fits(100.0, 130.0, 1.0, 150.0, 2.0)  # floors bound; 1.2 x 130 s + a start-up do not fit
-    assert _next_round_fits(100.0, 130.0, 1.0, 160.0, 2.0)
-    # Quick timed calls: the floor is the submission idling outside them; the next round runs.
-    assert _next_round_fits(100.0, 130.0, 0.001, 130.0, 2.0)
+    assert _next_round_fits(100.0, 80.0, 10.0, 2.0)  # within shares: the next round adapts to what is left
+    assert _next_round_fits(100.0, 114.0, 1.0, 2.0)
+    assert not _next_round_fits(100.0, 130.0, 150.0, 2.0)  # floors bound; 1.2 x 130 s + a start-up do not fit
+    assert _next_round_fits(100.0, 130.0, 160.0, 2.0)
+
+
+def _timed(call_ms: float, window_ms: float = 0.0) -> Any:
+    from kernelcup.harness.session import Timed
+
+    ns = call_ms * 1e6
+    return Timed(event_ns=ns, wall_ns=ns, host_ns=0.0, window_ns=window_ms * 1e6, call_ns=ns)
+
+
+def test_a_cases_idle_time_is_what_the_submission_spent_beyond_its_typical_call() -> None:
+    """What a case took counts towards its least work (and so towards refusing the next ranked
+    round) only where the submission could not have spent it for free."""
+    steady = [_timed(1.0) for _ in range(40)]
+    noops = [_timed(0.0, window_ms=2.0) for _ in range(8)]
+    # An honest case: steady calls, a warm-up that ended within its budget and one last step.
+    assert benchmark.idle_time(steady, noops, 1.0 + 0.007, 1.0) == 0.0
+    # One timed call of 100 ms among 1 ms ones: the median does not see it, so it is idling.
+    assert benchmark.idle_time([*steady, _timed(100.0)], noops, 1.0, 1.0) == pytest.approx(0.097)
+    # A warm-up 4 s past its budget with 1 ms calls and 2 ms inputs: all but two last steps.
+    assert benchmark.idle_time(steady, noops, 5.0, 1.0) == pytest.approx(4.0 - 2 * 0.007)
+    # Long calls that outlast the warm-up's budget are warm after a few: no idling.
+    slow = [_timed(400.0) for _ in range(2)]
+    assert benchmark.idle_time(slow, [_timed(0.0, window_ms=600.0)], 1.4, 1.0) == 0.0
 
 
 @pytest.fixture(scope="module")
