@@ -356,7 +356,7 @@ def time_case(
     session.activity = f"while warming up {label}"
     warm_s = min(plan.warmup_max_s, max(0.0, seconds * 0.3))
     session.warm_up(seeds.case(case, "warmup" + tag), min(plan.warmup_min_s, warm_s), warm_s)
-    warm_took_s = time.monotonic() - begun
+    warm_took_s = time.monotonic() - begun  # the harness's clock: the warm-up's own "seconds" is the child's word
 
     session.activity = f"while calibrating {label}"
     baseline: list[Timed] = []
@@ -443,7 +443,7 @@ def idle_time(readings: list[Timed], noops: list[Timed], warm_took_s: float, war
     typical = _median(calls)
     beyond_calls = sum(max(0.0, c - IDLE_CALL_MULTIPLE * typical) for c in calls)
     inputs = _median([b.window_ns for b in noops]) if noops else 0.0
-    beyond_warm_up = max(0.0, warm_took_s * 1e9 - warm_s * 1e9 - 2 * (inputs + 5 * typical))
+    beyond_warm_up = max(0.0, (warm_took_s - warm_s) * 1e9 - 2 * (inputs + 5 * typical))
     return (beyond_calls + beyond_warm_up) / 1e9
 
 

@@ -33,6 +33,7 @@ from kernelcup.harness import benchmark, cpus, stats
 from kernelcup.harness.children import FRESH_MAX_SHARE, fresh_fits, time_share
 from kernelcup.harness.process import StreamCapture
 from kernelcup.harness.reporting import SHOWN_OUTPUT, attach_process_outputs
+from kernelcup.harness.session import Timed
 from kernelcup.harness.spec import GpuInfo, Mode, Result, Status, parse_line
 
 ADDMUL = LEADERBOARDS / "addmul"
@@ -382,9 +383,7 @@ def test_another_round_is_refused_only_where_the_last_ones_cases_outlasted_their
     assert _next_round_fits(100.0, 130.0, 160.0, 2.0)
 
 
-def _timed(call_ms: float, window_ms: float = 0.0) -> Any:
-    from kernelcup.harness.session import Timed
-
+def _timed(call_ms: float, window_ms: float = 0.0) -> Timed:
     ns = call_ms * 1e6
     return Timed(event_ns=ns, wall_ns=ns, host_ns=0.0, window_ns=window_ms * 1e6, call_ns=ns)
 
