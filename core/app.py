@@ -14,6 +14,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from kernelcup.core.access.permissions import allows, role_of
+from kernelcup.core.access.visibility import EVERYTHING, Sight
 from kernelcup.core.commands.catalog import find_command
 from kernelcup.core.commands.completion import complete
 from kernelcup.core.commands.registry import Kind, coerce_args
@@ -203,10 +204,13 @@ class Kernelcup:
         """Autocomplete for a parameter of that kind (leaderboards, GPUs)."""
         return await asyncio.to_thread(complete, self.engine, self.settings, kind, prefix, args or {})
 
-    async def submission_report(self, submission_id: int) -> Reply:
+    async def submission_report(self, submission_id: int, sight: Sight = EVERYTHING) -> Reply:
+        """The report of a submission: by default its author's (what a submission's own
+        conversation ends with); ``sight`` (``kernelcup.core.access.visibility.sight_of``) for
+        anyone else."""
         def build() -> Reply:
             with session_scope(self.engine) as session:
-                return submission_reply(session, submission_id)
+                return submission_reply(session, submission_id, sight)
 
         return await asyncio.to_thread(build)
 

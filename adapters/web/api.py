@@ -162,9 +162,11 @@ async def follow(submission_id: Annotated[int, Depends(visible_submission_id)],
                  stream: Annotated[Stream, Depends(event_stream)], viewer: AnyViewer, app: App,
                  web: Web) -> AsyncIterator[ServerSentEvent]:
     """Server-sent events: ``progress`` (a job event) until every job has finished, then ``done``.
-    Streams are capped per client and in total (429 / 503 with ``Retry-After``)."""
+    Streams are capped per client and in total (429 / 503 with ``Retry-After``). A stream is
+    shared by everyone watching; each viewer's events are cut to what they may see."""
+    seen = await asyncio.to_thread(submissions.sight_of_submission, app, web, viewer, submission_id)
     async for event in stream.events():
-        yield ServerSentEvent(event="progress", data=asdict(event))
+        yield ServerSentEvent(event="progress", data=asdict(seen.event(event)))
     detail = await asyncio.to_thread(submissions.submission_detail, app, web, viewer, submission_id)
     yield ServerSentEvent(event="done", data={"submission_id": submission_id, "finished": detail.finished,
                                               "passed": detail.passed, "url": detail.url})
@@ -175,15 +177,11 @@ async def follow(submission_id: Annotated[int, Depends(visible_submission_id)],
 async def report(submission_id: Annotated[int, Depends(visible_submission_id)], viewer: AnyViewer, app: App,
                  web: Web) -> JSONResponse:
     """The core's final report (what chat shows), logs included: for whoever may see the code."""
-    def allowed() -> bool:
-        with session_scope(app.engine) as session:
-            submission, board = submissions.visible_submission(session, viewer, submission_id)
-            return submissions.code_visible(app, web, viewer, submission, board)
-
-    if not await asyncio.to_thread(allowed):
+    seen = await asyncio.to_thread(submissions.sight_of_submission, app, web, viewer, submission_id)
+    if not seen.private:
         raise ApiError(403, f"The report of #{submission_id} is its author's until the deadline.",
                        "GET /api/submissions/{id} shows the verdict and timings.", "forbidden")
-    return reply_response(await app.submission_report(submission_id))
+    return reply_response(await app.submission_report(submission_id, seen))
 
 
 @router.post("/submissions/{submission_id}/cancel", response_model=ReplyOut, tags=["submissions"])

@@ -1,8 +1,9 @@
 """Submissions and users, read for the API and the pages.
 
-Code, and the logs and profiles that could echo it, are included only where
-``kernelcup.core.access.visibility.may_see_code`` allows: to the author and admins, and to everyone after the
-deadline when the leaderboard allows. Synchronous reads: callers run them in a thread.
+What of a submission a viewer is shown is the core's one rule,
+``kernelcup.core.access.visibility.sight_of``: the author and admins (and everyone after the
+deadline where the leaderboard allows) see code, verdict lines, messages and logs; others the
+public facts. Synchronous reads: callers run them in a thread.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from sqlmodel import Session, col, select
 from kernelcup.adapters.web.auth import ApiError, Viewer
 from kernelcup.adapters.web.schemas import CaseOut, JobOut, SubmissionOut, SubmissionSummary, UserOut
 from kernelcup.adapters.web.settings import WebSettings
-from kernelcup.core.access.visibility import may_see_board, may_see_code
+from kernelcup.core.access.visibility import PUBLIC, Sight, may_see_board, sight_of
 from kernelcup.core.app import Kernelcup
 from kernelcup.core.leaderboards.ranking import rank_of
 from kernelcup.core.pipeline.events import job_event
@@ -48,19 +49,26 @@ def visible_submission(session: Session, viewer: Viewer, submission_id: int) -> 
     return submission, board
 
 
-def code_visible(app: Kernelcup, web: WebSettings, viewer: Viewer, submission: Submission, board: Leaderboard) -> bool:
-    return may_see_code(submission, board, user_id=viewer.user_id, role=viewer.role, now=app.now(),
-                        public_after_deadline=web.code_public_after_deadline)
+def sight(app: Kernelcup, web: WebSettings, viewer: Viewer, submission: Submission, board: Leaderboard) -> Sight:
+    return sight_of(submission, board, user_id=viewer.user_id, role=viewer.role, now=app.now(),
+                    public_after_deadline=web.code_public_after_deadline)
+
+
+def sight_of_submission(app: Kernelcup, web: WebSettings, viewer: Viewer, submission_id: int) -> Sight:
+    """404 for a submission the viewer may not know of; else what they may see of it."""
+    with session_scope(app.engine) as session:
+        submission, board = visible_submission(session, viewer, submission_id)
+        return sight(app, web, viewer, submission, board)
 
 
 def submission_detail(app: Kernelcup, web: WebSettings, viewer: Viewer, submission_id: int) -> SubmissionOut:
     with session_scope(app.engine) as session:
         submission, board = visible_submission(session, viewer, submission_id)
-        show_code = code_visible(app, web, viewer, submission, board)
-        jobs = [_job(session, job, board, show_code) for job in _jobs(session, submission_id)]
+        seen = sight(app, web, viewer, submission, board)
+        jobs = [_job(session, job, board, seen) for job in _jobs(session, submission_id)]
         base = _summary(session, web, submission, board, jobs)
-        code = session.get(Code, submission.code_sha256) if show_code else None
-        return SubmissionOut(**base.model_dump(), jobs=jobs, code_visible=show_code,
+        code = session.get(Code, submission.code_sha256) if seen.private else None
+        return SubmissionOut(**base.model_dump(), jobs=jobs, code_visible=seen.private,
                              code=code.content if code is not None else None,
                              events_url=web.url(f"/api/submissions/{submission_id}/events"))
 
@@ -88,7 +96,7 @@ def list_submissions(app: Kernelcup, web: WebSettings, viewer: Viewer, *, user_i
         out = []
         for submission, board in visible:
             assert submission.id is not None
-            jobs = [_job(session, job, board, False) for job in _jobs(session, submission.id)]
+            jobs = [_job(session, job, board, PUBLIC) for job in _jobs(session, submission.id)]
             out.append(_summary(session, web, submission, board, jobs))
         return out
 
@@ -125,8 +133,8 @@ def _jobs(session: Session, submission_id: int) -> list[Job]:
     return list(session.exec(select(Job).where(Job.submission_id == submission_id).order_by(col(Job.id))).all())
 
 
-def _job(session: Session, job: Job, board: Leaderboard, with_logs: bool) -> JobOut:
-    event = job_event(session, job)
+def _job(session: Session, job: Job, board: Leaderboard, seen: Sight) -> JobOut:
+    event = seen.event(job_event(session, job))
     out = JobOut(job_id=event.job_id, gpu=job.gpu, status=job.status, phase=event.phase, done=event.done,
                  total=event.total, queue_position=event.queue_position, finished=event.finished, error=event.error)
     run = session.exec(select(Run).where(Run.job_id == job.id).order_by(col(Run.id).desc())).first()
@@ -136,7 +144,7 @@ def _job(session: Session, job: Job, board: Leaderboard, with_logs: bool) -> Job
     if run.passed and run.mode == Mode.RANKED.value and board.id is not None:
         out.rank = rank_of(session, board.id, job.gpu, run.user_id)
     try:
-        result = Result.from_json(run.result_json)
+        result = seen.result(Result.from_json(run.result_json))
     except (SpecError, json.JSONDecodeError):
         out.verdict = "unreadable result"
         return out
@@ -145,7 +153,7 @@ def _job(session: Session, job: Job, board: Leaderboard, with_logs: bool) -> Job
     out.benchmarks = [_case(c) for c in result.benchmarks]
     system = asdict(result.system)
     out.system = {k: system[k] for k in _SYSTEM_SHOWN if system.get(k) not in (None, "", [])}
-    if with_logs:
+    if seen.private:
         logs = {"stdout": result.stdout, "stderr": result.stderr, "compile": result.compile_log, **result.files}
         out.logs = {name: text for name, text in logs.items() if text.strip()}
     return out

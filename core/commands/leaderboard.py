@@ -241,7 +241,7 @@ def _outcome(job: Job, run: Run | None) -> str:
 )
 def get_submission_command(app: CommandContext, request: Request) -> Reply:
     from kernelcup.core.access.users import user_for
-    from kernelcup.core.access.visibility import default_code_public, may_see_code
+    from kernelcup.core.access.visibility import default_code_public, sight_of
     from kernelcup.core.pipeline.report import submission_reply
     from kernelcup.core.store.db import session_scope
     from kernelcup.core.store.models import Code, Leaderboard, Submission
@@ -257,11 +257,12 @@ def get_submission_command(app: CommandContext, request: Request) -> Reply:
         own = submission.user_id == user.id
         if not own and not allows(request.role, Role.ADMIN) and board.visibility != "public":
             raise NotFound(f"There is no submission #{submission_id}.", "`mine` lists yours.")
-        # One rule (kernelcup.core.access.visibility) for code and what could echo it: logs, profiles, messages.
-        allowed = may_see_code(submission, board, user_id=user.id, role=request.role, now=app.now(),
-                               public_after_deadline=default_code_public(app.settings))
-        reply = submission_reply(session, submission_id, details=allowed)
-        if allowed:
+        # One rule (kernelcup.core.access.visibility) for code and what could echo it: verdicts,
+        # messages, logs, profiles.
+        sight = sight_of(submission, board, user_id=user.id, role=request.role, now=app.now(),
+                         public_after_deadline=default_code_public(app.settings))
+        reply = submission_reply(session, submission_id, sight)
+        if sight.private:
             code = session.get(Code, submission.code_sha256)
             assert code is not None
             reply.blocks.append(File(submission.file_name, code.content.encode(), f"code of #{submission_id}"))

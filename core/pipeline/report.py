@@ -6,6 +6,7 @@ import json
 
 from sqlmodel import Session, col, select
 
+from kernelcup.core.access.visibility import Sight, status_words
 from kernelcup.core.leaderboards.ranking import rank_of
 from kernelcup.core.messages import Block, File, Reply, Table, Text
 from kernelcup.core.store.db import as_utc
@@ -28,10 +29,10 @@ def format_case(case: dict[str, object]) -> str:
     return ", ".join(f"{k}={v}" for k, v in case.items())
 
 
-def submission_reply(session: Session, submission_id: int, details: bool = True) -> Reply:
-    """The report of a submission. ``details``: its logs, profiles and the messages its code
-    printed (exceptions included), for those ``kernelcup.core.access.visibility.may_see_code`` allows; others
-    get each job's outcome and score only."""
+def submission_reply(session: Session, submission_id: int, sight: Sight) -> Reply:
+    """The report of a submission as ``sight`` (``kernelcup.core.access.visibility.sight_of``)
+    lets its viewer see it: the author gets verdicts, messages, logs and profiles; others each
+    job's public verdict, timings and score."""
     submission = session.get(Submission, submission_id)
     if submission is None:
         return Reply.error(f"There is no submission #{submission_id}.")
@@ -57,7 +58,7 @@ def submission_reply(session: Session, submission_id: int, details: bool = True)
     all_passed = bool(jobs)
     for job in jobs:
         run = runs.get(job.id) if job.id is not None else None
-        line, passed = _job_line(session, job, run, board, details)
+        line, passed = _job_line(session, job, run, board, sight)
         all_passed &= passed
         blocks.append(Text(line, style="success" if passed else "error"))
         if run is None:
@@ -72,7 +73,7 @@ def submission_reply(session: Session, submission_id: int, details: bool = True)
                 blocks.append(Text(clock, style="hint"))
         if result.system.ranks:
             blocks.append(Text(ranks_note(result), style="hint"))
-        if details:
+        if sight.private:
             files.extend(_result_files(submission_id, job.gpu, result))
     return Reply(blocks=blocks + files, ok=all_passed, submission_id=None)
 
@@ -120,17 +121,15 @@ def round_times(case: CaseResult) -> str:
     return " · ".join(format_seconds(value * 1e-9) for value in case.round_median_ns)
 
 
-def _job_line(session: Session, job: Job, run: Run | None, board: Leaderboard, details: bool) -> tuple[str, bool]:
+def _job_line(session: Session, job: Job, run: Run | None, board: Leaderboard, sight: Sight) -> tuple[str, bool]:
     status = JobStatus(job.status)
     if not status.finished:
         return f"[{job.gpu}] {job.progress or status.value}", False
     if run is None:
-        reason = job.error or status.value.replace("_", " ")
+        reason = sight.job_error(job.error) or status_words(status.value)
         return f"[{job.gpu}] {_ICON[False]} {reason}", False
     result = _result_of(run)
-    verdict = result.verdict if result else "unreadable result"
-    if not details and result is not None and not run.passed:
-        verdict = result.status.value.replace("_", " ")  # the message may quote the author's code
+    verdict = sight.verdict(result) if result else "unreadable result"
     line = f"[{job.gpu}] {_ICON[run.passed]} {verdict}"
     if run.passed and run.score is not None:
         line += f" · score {format_seconds(run.score)}"

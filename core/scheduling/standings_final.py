@@ -27,6 +27,7 @@ from sqlalchemy import ColumnElement, exists, not_, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from kernelcup.core.access.visibility import PUBLIC, status_words
 from kernelcup.core.config import Settings
 from kernelcup.core.leaderboards.catalog import leaderboard_gpus
 from kernelcup.core.leaderboards.ranking import competition_ranks, standings
@@ -186,20 +187,23 @@ class Entry:
 
 def _evaluate(session: Session, rerun: FinalRun, ranking_by: str) -> Entry:
     """The re-run's measure over all its rounds, or why it has none (any failed round fails it:
-    a kernel that breaks on fresh inputs is not a correct kernel)."""
+    a kernel that breaks on fresh inputs is not a correct kernel). The note is announced to
+    everyone: public facts only (kernelcup.core.access.visibility), never what the code raised."""
     jobs = session.exec(select(Job).where(col(Job.submission_id) == rerun.submission_id).order_by(col(Job.id))).all()
     runs = {run.job_id: run for run in session.exec(select(Run).where(col(Run.submission_id) == rerun.submission_id))}
     results = []
     for job in jobs:
         run = runs.get(job.id) if job.id is not None else None
         if run is None:
-            return Entry(rerun, None, f"no result: {job.error or job.status}")
+            return Entry(rerun, None, f"no result: {PUBLIC.job_error(job.error) or status_words(job.status)}")
         try:
             result = Result.from_json(run.result_json)
         except SpecError:
             return Entry(rerun, None, "unreadable result")
-        if not result.passed or result.score_s is None:
-            return Entry(rerun, None, f"failed: {result.verdict}")
+        if not result.passed:
+            return Entry(rerun, None, PUBLIC.verdict(result))
+        if result.score_s is None:
+            return Entry(rerun, None, "passed without a score")
         results.append(result)
     if not results:
         return Entry(rerun, None, "not re-run")

@@ -52,11 +52,19 @@ async def test_events_stream_each_phase_then_done(client: httpx.AsyncClient, tok
 
 
 async def test_a_failing_submission_reads_as_failed(client: httpx.AsyncClient, kc: Kernelcup, tokens: Tokens) -> None:
+    """Its author reads each case's message; anyone else which case failed, not the message
+    (SECURITY.md, What a submission shows whom)."""
     submission_id = (await submit(client, tokens.alice, solution() + b"\n# WRONG\n")).json()["submission_id"]
     await finish(kc, submission_id)
-    done = (await client.get(f"/api/submissions/{submission_id}")).json()
-    assert done["passed"] is False
-    assert done["jobs"][0]["tests"][0]["message"] == "mismatch at index 3"
+    own = (await client.get(f"/api/submissions/{submission_id}", headers=bearer(tokens.alice))).json()
+    assert own["passed"] is False
+    assert own["jobs"][0]["verdict"] == "a test failed"
+    assert own["jobs"][0]["tests"][0]["message"] == "mismatch at index 3"
+    seen = (await client.get(f"/api/submissions/{submission_id}")).json()
+    assert seen["passed"] is False
+    assert seen["jobs"][0]["verdict"] == "failed: test 1 of 5"
+    assert [case["message"] for case in seen["jobs"][0]["tests"]] == [""] * 5
+    assert "mismatch at index 3" not in json.dumps(seen)
 
 
 async def test_submitting_needs_a_token(client: httpx.AsyncClient) -> None:

@@ -18,9 +18,11 @@ from kernelcup.adapters.web.settings import WebSettings
 from kernelcup.core.app import Kernelcup
 from kernelcup.core.commands.catalog import commands
 from kernelcup.core.commands.registry import Kind
+from kernelcup.core.pipeline.runner import ProgressCallback, RunContext, RunnerError
 from kernelcup.core.store.db import session_scope
 from kernelcup.core.store.models import Leaderboard
-from tests.web.conftest import ALICE, Clock, Tokens, bearer, finish, solution, submit
+from kernelcup.harness.spec import JobSpec, Progress, Result
+from tests.web.conftest import ALICE, Clock, ScriptedRunner, Tokens, bearer, finish, solution, submit
 from tests.web.test_signin import sign_in
 
 MARKER = b"# ALICE-PRIVATE-MARKER-93c1\n"
@@ -209,3 +211,34 @@ async def test_a_failed_verdict_shows_others_no_exception_text(
     assert "a test failed" not in seen and "mismatch at index 3" not in seen
     own = json.dumps(await _get_submission(client, tokens.alice, submission_id))
     assert "a test failed" in own
+
+
+async def test_a_jobs_error_text_reaches_only_its_author(
+    client: httpx.AsyncClient, kc: Kernelcup, runner: ScriptedRunner, tokens: Tokens, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job with no result carries the runner's words, which can quote the harness's output
+    (the local runner's 'last lines of its stderr'): the API, the page, the live stream and the
+    chat command tell others its status only. The real harness's verdicts:
+    tests/web/test_verdict_privacy.py."""
+    secret = MARKER.decode().strip()
+
+    async def dies(spec: JobSpec, context: RunContext, on_progress: ProgressCallback) -> Result:
+        await on_progress(Progress("compiling"))
+        raise RunnerError(f"the harness exited with code 1 without a result; last lines of its stderr:\n{secret}")
+
+    monkeypatch.setattr(runner, "run", dies)
+    submission_id = (await submit(client, tokens.alice, solution())).json()["submission_id"]
+    others = {"anyone": {}, "bob": bearer(tokens.bob)}
+    streams = {who: (await client.get(f"/api/submissions/{submission_id}/events", headers=h)).text
+               for who, h in others.items()}
+    for who, headers in others.items():
+        assert '"status": "failed"' in streams[who] and secret not in streams[who], who
+        for path in (f"/api/submissions/{submission_id}", f"/submissions/{submission_id}"):
+            response = await client.get(path, headers=headers)
+            assert response.status_code == 200 and secret not in response.text, (who, path)
+        seen = (await client.get(f"/api/submissions/{submission_id}", headers=headers)).json()
+        assert seen["jobs"][0]["error"] is None and seen["jobs"][0]["status"] == "failed"
+    assert secret not in json.dumps(await _get_submission(client, tokens.bob, submission_id))
+    own = (await client.get(f"/api/submissions/{submission_id}", headers=bearer(tokens.alice))).json()
+    assert secret in own["jobs"][0]["error"]
+    assert secret in json.dumps(await _get_submission(client, tokens.alice, submission_id))
