@@ -194,8 +194,6 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
     witnesses = Witnesses(device)
     oom_types: tuple[type[BaseException], ...] = (MemoryError, torch.cuda.OutOfMemoryError)
     started: dict[str, Any] = {"msg": "started", "device": device.type}
-    if device.type == "cuda":
-        started["noop_event_ns"] = round(timing.noop_event_ns(timer), 1)  # before any submission code
     started["startup_s"] = round(time.monotonic() - BORN, 3)
     channel.send(started)
 
@@ -234,8 +232,6 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
     gc.freeze()
     gc.disable()
     info = {**_device_info(device), "isolation": isolation}
-    if getattr(timer, "side_streams_timed", True) is False:
-        info["timing_note"] = "side streams untimed (no GPU-wide sleep: NVRTC unavailable)"
     load_s = round(time.monotonic() - load_began, 3)  # the problem, the group, the submission's import
     channel.send({"msg": "ready", "device": str(device), "info": info, "load_s": load_s})
 
@@ -246,9 +242,6 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
     inputs_seen: list[Any] = []
     last_input_bytes = 0
     device_name = str(device) if group is not None and device.type == "cuda" else device.type
-
-    def noop(data: Any) -> None:
-        return None
 
     def announce_call() -> None:
         channel.send({"msg": "calling"})
@@ -331,32 +324,32 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
             elif op == "time":
                 pinned = _pin_if_asked(message)
                 kept = witness = None
+                timer.start_record()  # other threads' launches while the inputs are made are seen too
                 data = generate(message)
                 inputs_seen = witnesses.take_each(data)  # before anything of the submission's runs
-                noop_call = bool(message.get("noop"))
-                reading = timer.time_call(noop if noop_call else kernel, data, announce_call, baseline=noop_call)
+                reading = timer.time_call(kernel, data, announce_call)
                 kept = reading.output
-                # Before anything lets another thread run (the message below): what the output
-                # holds now. A no-op call reads its inputs instead, so both cost the same.
-                witness = witnesses.take(data if noop_call else kept)
+                # Before anything lets another thread run (the message below): what the output holds now.
+                witness = witnesses.take(kept)
                 channel.send(
                     {
                         "msg": "timed",
-                        "event_ns": reading.event_ns,
-                        "wall_ns": reading.wall_ns,
+                        "time_ns": reading.time_ns,
                         "host_ns": reading.host_ns,
-                        "ran_out": reading.ran_out,
-                        "gap_ns": reading.gap_ns,
-                        "short_sleep": reading.short_sleep,
+                        "outside_ns": reading.outside_ns,
+                        "idle_share": reading.idle_share,
+                        "waited": reading.waited,
+                        "activities": reading.activities,
+                        "streams": reading.streams,
+                        "complete": reading.complete,
                         **({"cores": pinned} if pinned is not None else {}),
                     }
                 )
-                # Only now: what freeing the inputs costs falls outside the harness's clock
-                # between "calling" and "timed" (see harness/benchmark.py).
                 del data, reading
             elif op == "time_rank" and group is not None:
                 kept = witness = None
                 inputs_seen = []
+                timer.start_record()
                 data = generate(message)
                 reading = group.time_call(kernel, data, timer)
                 kept = reading.pop("output")

@@ -40,9 +40,6 @@ from kernelcup.harness.workspace import Workspace, build_cache_env
 
 WARMUP_CALLS = {Mode.BENCHMARK: 3, Mode.RANKED: 5}
 RANKED_ROUNDS = 2
-# Work that outlived a rank's CUDA events (seen by the wall clock after a device synchronize)
-# beyond this is counted: the rank's time is then its wall time.
-OUTLIVED_NS = 50_000.0
 # A ranked round starts its own group of ranks where the time left holds this many starts like
 # the job's first (and the round's cases their shares besides).
 FRESH_STARTS_NEEDED = 3.0
@@ -269,11 +266,12 @@ def _timed_call(group: RankGroup, per_rank: list[dict[str, Any]]) -> list[float]
     group.tell(group.ranks, [{"op": "time_rank", "kwargs": kw} for kw in per_rank])
     times = []
     for rank, (message, _) in enumerate(group.gather(group.ranks, ("timed",))):
-        values = [message.get("event_ns"), message.get("wall_ns")]
-        if not all(isinstance(v, int | float) and v == v and 0 <= v < 1e15 for v in values):
+        value = message.get("time_ns")
+        if not isinstance(value, int | float) or not 0 <= value < 1e15:
             raise RunEnded(Status.FAILED, f"rank {rank}'s process sent impossible timings {group.activity}")
-        event, wall = (float(v) for v in values)  # type: ignore[arg-type]
-        times.append(wall if group.device == "cuda" and wall - event > OUTLIVED_NS + event else event)
+        if message.get("complete") is False:
+            raise RunEnded(Status.FAILED, f"rank {rank}'s GPU record was switched off inside its call {group.activity}")
+        times.append(float(value))
     return times
 
 

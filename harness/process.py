@@ -120,14 +120,11 @@ def bytecode_cache() -> Path | None:
 # the processes those start.
 PYTHON_FLAGS = ("-P", "-s")
 # torch's kernel cache (``~/.cache/torch/kernels``, NVRTC builds of jiterator kernels) is off in
-# the job's processes: it would sit in that same HOME, and the harness's own launch-hiding sleep
-# (harness/timing.py, ``_WideSleep``) is such a kernel, built when a process starts. A submission
-# could overwrite the cached build from one process, and the job's next process would load its
-# code as the sleep, which runs before the start event: untimed. Each process builds the sleep
-# afresh instead (one NVRTC compile). The driver's own cache of PTX it compiled
-# (``~/.nv/ComputeCache``) stays on: NVRTC builds the sleep for the GPU itself wherever it knows
-# the GPU's architecture, and with that cache off, a GPU newer than the installed torch would
-# compile every torch kernel it uses again in every process (SECURITY.md, Known limits).
+# the job's processes: it would sit in the job's HOME, which the submission writes, and a build
+# planted from one process would be loaded as torch's own kernel by the job's next process (a
+# fresh ranked round). The driver's own cache of PTX it compiled (``~/.nv/ComputeCache``) stays
+# on: with it off, a GPU newer than the installed torch would compile every torch kernel it
+# uses again in every process (SECURITY.md, Known limits).
 NO_KERNEL_CACHE = {"USE_PYTORCH_KERNEL_CACHE": "0"}
 
 _INHERITED_ENV = (

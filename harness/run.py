@@ -199,13 +199,7 @@ def _run_python(
             nvml.select(str(session.info.get("uuid", "")))
         result.system = sysinfo.collect(session.device, session.info, nvml)
         result.system.isolation = ", ".join(
-            part
-            for part in (
-                workspace.isolation(),
-                str(session.info.get("isolation", "")),
-                str(session.info.get("timing_note", "")),
-            )
-            if part
+            part for part in (workspace.isolation(), str(session.info.get("isolation", ""))) if part
         )
         seeds = SeedPlan(spec.secret_seed if spec.mode is Mode.RANKED else None)
         if spec.mode is Mode.PROFILE:

@@ -28,18 +28,19 @@ MAX_STAGING = 16 << 30
 
 @dataclass
 class Timed:
-    event_ns: float
-    wall_ns: float
+    """One timed call as the child reported it (``timing.Reading`` without the output)."""
+
+    time_ns: float
     host_ns: float
     window_ns: float  # the harness's own clock around the whole order
-    # The harness's clock from the child's "calling" message (sent just before its clock
-    # starts) to its reading: the call, its timing and two message hops. 0 when unknown.
+    # The harness's clock from the child's "calling" message (sent just before the call) to its
+    # reading: the call, its timing and two message hops. 0 when unknown.
     call_ns: float = 0.0
-    ran_out: bool = False  # the harness's sleep was over when the call returned (it waited on the GPU)
-    gap_ns: float = 0.0  # the child's wall clock less the GPU's span of the sleep and the call (timing.Reading)
-    short_sleep: bool = False  # the call proved the sleep ran short; the child measured it again
-    at_ns: float = 0.0  # the harness's clock (perf_counter_ns) when it sent the order
-    after_check: bool = False  # sent right after the harness checked the previous call's output
+    outside_ns: float = 0.0
+    idle_share: float = 0.0
+    waited: bool = False
+    activities: int = 0
+    streams: int = 0
 
 
 @dataclass
@@ -65,7 +66,6 @@ class Session:
         self.load_s = 0.0  # the child's load order to ready (the problem, the submission's import)
         # The event time of a call that launches nothing, measured before the submission was
         # loaded (GPU only; None where the child did not say).
-        self.noop_event_ns: float | None = None
         self._pinned = False  # the timing cores (harness/cpus.py) are chosen at the first warm-up or timed call
         self.timing_cores = ""  # where the child's timed calls ran, as the child read it back
         self._harness_cores: set[int] = set()
@@ -143,9 +143,6 @@ class Session:
         startup = message.get("startup_s")  # sent before the submission is imported: harness code's figure
         if isinstance(startup, int | float) and 0 <= startup < 1e5:
             self.startup_s = float(startup)
-        noop = message.get("noop_event_ns")
-        if isinstance(noop, int | float) and 0 < noop < 1e6:
-            self.noop_event_ns = float(noop)
         return str(message.get("device", ""))
 
     def load(self, order: Message) -> None:
@@ -245,8 +242,8 @@ class Session:
             cores = [c for c in read if isinstance(c, int)] if isinstance(read, list) else []
             self.timing_cores = cpus.describe(cores, self._harness_cores)
 
-    def time_call(self, kwargs: dict[str, Any], noop: bool = False) -> Timed:
-        order: Message = {"op": "time", "kwargs": kwargs, "noop": noop}
+    def time_call(self, kwargs: dict[str, Any]) -> Timed:
+        order: Message = {"op": "time", "kwargs": kwargs}
         self._pin(order)
         start = time.perf_counter_ns()
         self._send(order)
@@ -254,26 +251,21 @@ class Session:
         calling = time.perf_counter_ns()
         message, _ = self._expect("timed")
         end = time.perf_counter_ns()
-        self._read_cores(order, message)
         window, call = float(end - start), float(end - calling)
-        values = [message.get(key) for key in ("event_ns", "wall_ns", "host_ns")]
-        if not all(isinstance(v, int | float) and v == v and 0 <= v < 1e15 for v in values):
+        self._read_cores(order, message)
+        values = [message.get(key) for key in ("time_ns", "host_ns", "outside_ns", "idle_share")]
+        if not all(isinstance(v, int | float) and 0 <= v < 1e15 for v in values):
             raise RunEnded(Status.FAILED, f"the submission's process sent impossible timings {self.activity}")
-        event, wall, host = (float(v) for v in values)  # type: ignore[arg-type]
-        gap = message.get("gap_ns", wall - event)
-        if not isinstance(gap, int | float) or not abs(gap) < 1e15:
-            raise RunEnded(Status.FAILED, f"the submission's process sent impossible timings {self.activity}")
-        return Timed(
-            event,
-            wall,
-            host,
-            window,
-            call,
-            ran_out=message.get("ran_out") is True,
-            gap_ns=float(gap),
-            short_sleep=message.get("short_sleep") is True,
-            at_ns=float(start),
-        )
+        if message.get("complete") is False:
+            raise RunEnded(
+                Status.FAILED,
+                f"the GPU's record of the call was switched off inside it {self.activity}: the call cannot be timed",
+            )
+        time_ns, host, outside, idle = (float(v) for v in values)  # type: ignore[arg-type]
+        counts = [message.get("activities"), message.get("streams")]
+        activities, streams = (int(c) if isinstance(c, int) else 0 for c in counts)
+        waited = message.get("waited") is True
+        return Timed(time_ns, host, window, call, outside, min(idle, 1.0), waited, activities, streams)
 
     def ship(self, max_payload: int) -> Shipped:
         self._send({"op": "ship"})

@@ -127,11 +127,7 @@ class CaseResult:
     tflops: float | None = None
     gbps: float | None = None
     percent_of_peak: float | None = None
-    # On a GPU: what the timing itself costs (CUDA events around a call that launches nothing,
-    # median), already subtracted from every timed call above.
-    timer_overhead_ns: float | None = None
-    # Host time inside custom_kernel, median per call (launching, Python, waiting on the GPU);
-    # against median_ns it says whether the case ran at the host's speed (harness/benchmark.py).
+    # Host time inside custom_kernel, median per call (launching, Python, waiting on the GPU).
     host_median_ns: float | None = None
     # Multi-GPU: each rank's median, in rank order; ``median_ns`` above is the slowest rank's.
     rank_median_ns: list[float] = field(default_factory=list)

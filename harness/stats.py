@@ -40,6 +40,7 @@ class StopRule:
     max_runs: int = 10_000
     max_seconds: float = 1.0
     rel_ci_width: float = 0.02  # full width of the 95% interval of the median, relative
+    abs_ci_width_ns: float = 0.0  # ...or at most this wide: what the clock can resolve
 
 
 def median(sorted_samples: Sequence[float]) -> float:
@@ -110,7 +111,8 @@ def should_stop(samples: Sequence[float], elapsed_s: float, rule: StopRule) -> b
         return True
     if n < rule.min_runs:
         return False
-    return summarize(samples).relative_ci_width <= rule.rel_ci_width
+    summary = summarize(samples)
+    return summary.ci_high - summary.ci_low <= rule.abs_ci_width_ns or summary.relative_ci_width <= rule.rel_ci_width
 
 
 def case_result(case: dict[str, Any], summary: Summary, message: str = "") -> CaseResult:

@@ -24,7 +24,6 @@ from conftest import (
     submission,
 )
 
-from kernelcup.harness import timing
 from kernelcup.harness.spec import JobSpec, Mode, Result, Status, parse_line
 
 ADDMUL = LEADERBOARDS / "addmul"
@@ -106,18 +105,27 @@ def test_monkey_patched_timers_do_not_change_the_measured_time() -> None:
     spec = leaderboard_spec(ADDMUL, submission("timer_patch.py"), Mode.BENCHMARK, timeout_s=60)
     result = run_harness(spec).outcome()
     assert result.status is Status.PASSED, result.verdict
-    # It sleeps 2 ms per call on the host. On a GPU the events count GPU time, and the sleep
-    # kernel before the call hides host time up to timing.MAX_SLEEP_NS of it.
-    floor = 1.8e6 - (timing.MAX_SLEEP_NS if DEVICE == "cuda" else 0)
+    # It sleeps 2 ms per call on the host before its kernel. On the CPU the host clock captured
+    # before it was imported counts the sleep; on a GPU the time is the GPU's record, which no
+    # Python clock feeds: the kernel alone, never the patched near-zero.
     for case in result.benchmarks:
-        assert case.median_ns is not None and case.median_ns > floor
+        assert case.median_ns is not None
+        assert case.median_ns > (1.8e6 if DEVICE == "cpu" else 500.0)
 
 
-def test_tampering_with_the_harness_timer_object_fails_the_run() -> None:
+def test_tampering_with_the_harness_timer_object_changes_nothing_it_is_not_caught_for() -> None:
+    """It slows the clock of the timer object it finds up the call stack tenfold. On the CPU
+    that clock is the time, and the harness's own clock catches the under-report; on a GPU the
+    call is marked in the record by CUPTI's ids, not a clock, and its time is its 30 ms sleep's
+    kernel only."""
     spec = leaderboard_spec(ADDMUL, submission("deep_timer_patch.py"), Mode.BENCHMARK, timeout_s=60)
     result = run_harness(spec).outcome()
-    assert result.status is Status.FAILED
-    assert "timer tampering" in result.verdict
+    if DEVICE == "cpu":
+        assert result.status is Status.FAILED
+        assert "timer tampering" in result.verdict
+    else:
+        assert result.status is Status.PASSED, result.verdict
+        assert all((case.median_ns or 0) < 1e6 for case in result.benchmarks)
 
 
 def test_an_output_written_after_the_call_returned_fails_a_timed_run() -> None:

@@ -8,8 +8,8 @@ would run first in each ranked round's fresh process, ahead of the harness's own
 timing primitives it captures before the submission is imported. The harness starts every such
 process with ``-s`` and PYTHONNOUSERSITE (``harness/process.py``, PYTHON_FLAGS).
 
-Nor can it replace the harness's own GPU kernels through torch's kernel cache, which sits in the
-same HOME: the launch-hiding sleep every process builds at start-up runs before the start event.
+Nor can it plant GPU kernels through torch's kernel cache, which sits in the same HOME, for the
+job's next process to load as torch's own.
 
 The project's own virtual environment ignores the user site folder whatever the harness does,
 so these tests run the harness under an interpreter that honours it: a virtual environment with
@@ -127,9 +127,12 @@ def test_code_a_submission_plants_in_the_user_site_folder_never_runs_in_the_jobs
 
 
 @needs_gpu
-def test_the_harness_sleep_kernel_would_otherwise_be_cached_in_home(tmp_path: Path) -> None:
-    """torch caches the sleep's NVRTC build in HOME by default: the test below would prove nothing otherwise."""
-    build = "from kernelcup.harness.timing import _WideSleep; assert _WideSleep.build(0) is not None"
+def test_a_jiterator_kernel_would_otherwise_be_cached_in_home(tmp_path: Path) -> None:
+    """torch caches NVRTC builds in HOME by default: the test below would prove nothing otherwise."""
+    build = (
+        "import torch; add_one = torch.cuda.jiterator._create_jit_fn('template <typename T> T add_one(T x) "
+        "{ return x + T(1); }'); add_one(torch.ones(4, device='cuda')); torch.cuda.synchronize()"
+    )
     env = {**os.environ, "HOME": str(tmp_path)}
     for key in ("USE_PYTORCH_KERNEL_CACHE", "PYTORCH_KERNEL_CACHE_PATH", "XDG_CACHE_HOME"):
         env.pop(key, None)

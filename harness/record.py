@@ -1,0 +1,211 @@
+"""The GPU's own record of a timed call, in the submission's process.
+
+torch's profiler drives CUPTI, which records every kernel, memcpy and memset the process causes,
+on every stream and from every thread, with the GPU's own start and end, and ties each one
+(by its correlation id) to the runtime or driver call that launched it and that call's thread.
+Correlation ids count up across the whole process as calls are made, so they order launches
+without any clock the submission could reach. A timed call is then::
+
+    marker       the harness's own small kernel, launched right before custom_kernel
+    closing      the harness's device synchronize right after it returns (the main thread's last)
+    its work     every activity launched between the two, from any thread
+    its time     from the first one's start to the last one's end
+    outside work activities another thread launched during the order but outside the call:
+                 charged to the call, and reported
+
+The main thread's launches before the marker are the harness's own (the inputs, the L2 flush,
+a multi-GPU barrier) and are never counted. Why torch's profiler and not a CUPTI binding of our
+own, and what it costs, is in ``harness/NOTES.md`` (Timing).
+
+A record without the marker or the closing synchronize, or a profiler switched off by the time
+the call returned, is incomplete: the run fails rather than time what it cannot see.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+# Runtime and driver calls after which the host has waited for the GPU: a call that makes one
+# runs at the host's pace after the wait (``waited``).
+SYNC_CALLS = ("Synchronize", "cudaMemcpy\x00", "cuMemcpyDtoH\x00", "cuMemcpyHtoD\x00", "cuMemcpy\x00")
+MARKER = "spin_kernel"  # torch's sleep kernel (``torch.cuda._sleep``): the harness's marker
+CLOSING = "cudaDeviceSynchronize"
+
+
+@dataclass(frozen=True)
+class Activity:
+    """One kernel, memcpy or memset as the GPU recorded it (ns)."""
+
+    start_ns: int
+    end_ns: int
+    stream: int
+    correlation: int  # of the call that launched it; 0 where the record holds no such call
+    thread: int  # the launching thread as the record names it; 0 where unknown
+    name: str
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A runtime or driver call on the host, as the record has it."""
+
+    correlation: int
+    thread: int
+    name: str
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """What the record says of one timed call."""
+
+    time_ns: float  # first activity's start to the last one's end (0: the call caused none)
+    busy_ns: float  # the GPU busy with the call's activities, overlaps counted once
+    activities: int
+    streams: int
+    outside_ns: float  # GPU time of other threads' activities launched outside the call
+    waited: bool  # the call made a runtime call that waits for the GPU
+    complete: bool  # the marker and the closing synchronize are in the record, the profiler still on
+
+    @property
+    def idle_share(self) -> float:
+        """Share of the call's span the GPU spent waiting on the host (launches, syncs)."""
+        return 0.0 if self.time_ns <= 0 else max(0.0, 1.0 - self.busy_ns / self.time_ns)
+
+
+INCOMPLETE = CallRecord(0.0, 0.0, 0, 0, 0.0, False, False)
+
+
+def main_thread_id() -> int:
+    """The calling thread as CUPTI names it (the low 32 bits of ``pthread_self``)."""
+    libc = ctypes.CDLL(None)
+    libc.pthread_self.restype = ctypes.c_ulong
+    return int(libc.pthread_self()) & 0xFFFFFFFF
+
+
+class GpuRecord:
+    """Switches the record on and off around one order, and reads what it holds."""
+
+    def __init__(self) -> None:
+        from torch._C._autograd import (
+            DeviceType,
+            _disable_profiler,
+            _enable_profiler,
+            _prepare_profiler,
+            _profiler_enabled,
+        )
+        from torch._C._profiler import ProfilerActivity, ProfilerConfig, ProfilerState, _ExperimentalConfig
+
+        self._config = ProfilerConfig(ProfilerState.KINETO, False, False, False, False, False, _ExperimentalConfig())
+        self._activities = {ProfilerActivity.CUDA}
+        self._prepare: Callable[..., None] = _prepare_profiler
+        self._enable: Callable[..., None] = _enable_profiler
+        self._disable: Callable[[], Any] = _disable_profiler
+        self._enabled: Callable[[], bool] = _profiler_enabled
+        self._gpu = DeviceType.CUDA
+        self.main_thread = main_thread_id()
+        self.on = False
+
+    def start(self) -> None:
+        if self.on:
+            return
+        self._prepare(self._config, self._activities)
+        self._enable(self._config, self._activities)
+        self.on = True
+
+    def stop(self) -> tuple[list[Activity], list[Launch], bool]:
+        """The record since :meth:`start`; the flag says whether the profiler was still on."""
+        self.on = False
+        still_on = bool(self._enabled())
+        try:
+            events = self._disable().events()
+        except RuntimeError:  # switched off (or restarted) by someone else
+            return [], [], False
+        return *read(events, self._gpu), still_on
+
+
+def read(events: list[Any], gpu: Any) -> tuple[list[Activity], list[Launch]]:
+    """The GPU's activities (each tied to its launch) and the host's launches in ``events``."""
+    launches: dict[int, Launch] = {}
+    on_gpu: list[Any] = []
+    for event in events:
+        if event.device_type() == gpu:
+            on_gpu.append(event)
+            continue
+        correlation = event.correlation_id()
+        if correlation > 0:
+            launches.setdefault(correlation, Launch(correlation, event.device_resource_id() & 0xFFFFFFFF, event.name()))
+    activities = []
+    for event in on_gpu:
+        found = launches.get(event.correlation_id())
+        start = event.start_ns()
+        activities.append(
+            Activity(
+                start,
+                start + event.duration_ns(),
+                event.device_resource_id(),
+                found.correlation if found else 0,
+                found.thread if found else 0,
+                event.name(),
+            )
+        )
+    return activities, sorted(launches.values(), key=lambda launch: launch.correlation)
+
+
+def judge(activities: list[Activity], launches: list[Launch], main_thread: int, still_on: bool) -> CallRecord:
+    """The call between the harness's marker and its closing synchronize, from one order's record.
+
+    An activity is the call's where its launch lies between the two, from any thread; one with
+    no recorded launch (a launch path the record does not tie) is the call's where it started
+    on the GPU after the marker did, else outside work. Another thread's launches outside the
+    call are outside work."""
+    markers = [a for a in activities if a.thread == main_thread and MARKER in a.name and a.correlation]
+    closings = [c.correlation for c in launches if c.thread == main_thread and c.name == CLOSING]
+    if not still_on or not markers or not closings:
+        return INCOMPLETE
+    marker = min(markers, key=lambda a: a.correlation)
+    opened, closed = marker.correlation, max(closings)
+    if closed < opened:
+        return INCOMPLETE
+    mine: list[Activity] = []
+    outside: list[Activity] = []
+    for activity in activities:
+        if activity is marker:
+            continue
+        if activity.correlation:
+            if opened < activity.correlation < closed:
+                mine.append(activity)
+            elif activity.thread != main_thread:
+                outside.append(activity)
+        elif activity.start_ns >= marker.start_ns:
+            mine.append(activity)
+        else:
+            outside.append(activity)
+    waited = any(opened < c.correlation < closed and _waits(c.name) for c in launches)
+    if not mine:
+        return CallRecord(0.0, 0.0, 0, 0, _busy(outside), waited, True)
+    first = min(a.start_ns for a in mine)
+    last = max(a.end_ns for a in mine)
+    return CallRecord(
+        float(last - first), _busy(mine), len(mine), len({a.stream for a in mine}), _busy(outside), waited, True
+    )
+
+
+def _waits(name: str) -> bool:
+    terminated = name + "\x00"
+    return any(marker in terminated for marker in SYNC_CALLS)
+
+
+def _busy(activities: list[Activity]) -> float:
+    """GPU time covered by ``activities``, overlaps counted once."""
+    total = 0
+    end = None
+    for activity in sorted(activities, key=lambda a: a.start_ns):
+        if end is None or activity.start_ns > end:
+            total += activity.end_ns - activity.start_ns
+            end = activity.end_ns
+        elif activity.end_ns > end:
+            total += activity.end_ns - end
+            end = activity.end_ns
+    return float(total)
