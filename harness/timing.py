@@ -115,19 +115,27 @@ class CudaTimer:
         self._synchronize()
 
     def start_record(self) -> None:
-        """Switch the record on for the order now starting (before its inputs are made)."""
+        """Switch the record on afresh for the order now starting (before its inputs are made):
+        what an order that ended early (an exception) left in it is dropped."""
+        if self._record.on:
+            self._record.stop()
         self._record.start()
 
     def time_call(self, function: Callable[[Any], Any], data: Any, before: Callable[[], None] = _nothing) -> Reading:
         """One call, judged from the GPU's record. ``before`` runs after the flush, just before
         the call (a multi-GPU rank's barrier, the "calling" message)."""
-        self.start_record()
+        if not self._record.on:
+            self._record.start()
         self.flush_l2()
         before()
         self._set_stream(**self._stream_ids)
         self._marker(MARKER_CYCLES)  # opens the call in the record (``record.judge``)
         t1 = self._now()
-        output = function(data)
+        try:
+            output = function(data)
+        except BaseException:
+            self._record.stop()
+            raise
         t2 = self._now()
         self._synchronize()  # closes it
         activities, launches, still_on = self._record.stop()
