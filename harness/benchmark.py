@@ -476,7 +476,7 @@ def roofline(
     """TFLOP/s, GB/s and % of peak; fail a median below the physical floor.
 
     The floor is one no honest kernel can beat: inputs come from DRAM (L2 was flushed), but up
-    to ``l2_bytes`` of writes may still sit in L2 when the end event fires, and compute may run
+    to ``l2_bytes`` of writes may still sit in L2 when the call's last activity ends, and compute may run
     at ``COMPUTE_HEADROOM`` times the dense peak.
     """
     flops, nbytes = problem.work(case)

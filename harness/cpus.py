@@ -15,8 +15,8 @@ physical cores, times on one thread of each and leaves its siblings idle, and th
 is the next physical core down. The harness keeps off all of them from its start
 (:func:`keep_off_timing_cores`), and so does everything it starts: the submission's processes
 (their loading, compiling and threads), a leaderboard's check. From the first benchmark
-warm-up, the child's calling thread alone moves onto its GPU's core, so the warm-up sizes the
-sleep that hides launches (harness/timing.py) on the core that times. Machines where that would
+warm-up, the child's calling thread alone moves onto its GPU's core, so the warm-up runs on the
+core that times. Machines where that would
 leave fewer than ``MIN_LEFT`` cores to the rest are not pinned. ``KERNELCUP_HARNESS_CPUS``:
 ``auto`` (the default), ``off``, or a core number (the one timing core).
 """

@@ -14,10 +14,10 @@ the call's time is the slowest rank's, and the case's per-rank medians are kept 
 Ranked mode times its cases in two rounds, each in a fresh group of rank processes where the
 time left allows (as single-GPU rounds each run in a fresh process, ``harness/run.py``): a
 case's time is the mean of its rounds' medians, and its interval covers both and at least
-``benchmark.JOB_SPREAD`` either side. What does not carry over (yet): the no-op baseline, the
-timer-overhead subtraction, the clock cross-checks and the roofline floor of
-``harness/benchmark.py``, its third round, and one more where rounds disagree: a group of ranks
-takes seconds to start where a process takes one or two.
+``benchmark.JOB_SPREAD`` either side. Each rank's call is timed from its own GPU record, as a
+single-GPU call is (``harness/timing.py``). What does not carry over (yet): the CPU clock check
+and the roofline floor of ``harness/benchmark.py``, its third round, and one more where rounds
+disagree: a group of ranks takes seconds to start where a process takes one or two.
 """
 
 from __future__ import annotations

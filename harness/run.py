@@ -280,8 +280,8 @@ class RoundCost:
         """Whether another round like this one fits in ``left_s``.
 
         Each case gets a share of the time left and stops timing when it runs out, so a round
-        normally fits whatever is left. Not where the cases' least work (warm-up, no-op calls,
-        at least two timed calls, a check, each on fresh inputs) outlasted their shares: a
+        normally fits whatever is left. Not where the cases' least work (warm-up, at least two
+        timed calls, a check, each on fresh inputs) outlasted their shares: a
         second-long call on inputs that take seconds to make (GPU MODE's eigh: ~35 s a case
         against a 29 s share, 13 cases) would then run the job past its limit in the next round.
         Such a job is scored on the rounds it has, and its verdict says so. What a case took

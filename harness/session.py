@@ -219,7 +219,7 @@ class Session:
 
     def warm_up(self, kwargs: dict[str, Any], min_s: float, max_s: float) -> Message:
         order: Message = {"op": "warmup", "kwargs": kwargs, "min_s": min_s, "max_s": max_s}
-        self._pin(order)  # the warm-up sizes the sleep from host times: on the core that times
+        self._pin(order)  # the warm-up runs on the core that times
         self._send(order)
         message, _ = self._expect("warm")
         self._read_cores(order, message)

@@ -18,10 +18,8 @@ asks for that call's output, the same elements are read again: if any changed, t
 was still being written after the call returned, and the run fails.
 
 An honest submission's output cannot change in between: no call runs, and whatever the call
-left on a side stream was waited for before the reading. The same reading is taken of the
-inputs of a no-op call, so real and no-op calls cost the child the same, which the harness's
-clock cross-checks rely on (``harness/benchmark.py``). Imported before the submission, so the
-randomness and the stream are the harness's.
+left on a side stream was waited for before the reading. Imported before the submission, so
+the randomness and the stream are the harness's.
 """
 
 from __future__ import annotations
