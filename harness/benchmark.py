@@ -318,7 +318,7 @@ def time_case(
         if index == 0 or rng.random() < plan.recheck_probability:
             _recheck(session, problem, kwargs, label, index, max_payload)
         index += 1
-        if _timed_enough(readings, index, start, rule):
+        if _timed_enough(readings, index, start, rule, session.device):
             break
 
     trace(label, readings)
@@ -387,12 +387,21 @@ def idle_time(readings: list[Timed], warm_took_s: float, warm_s: float) -> float
     return (beyond_calls + beyond_warm_up) / 1e9
 
 
-def _timed_enough(readings: list[Timed], index: int, start: float, rule: stats.StopRule) -> bool:
-    """Whether a case's median is known well enough, or its time for timing is up."""
+def _timed_enough(
+    readings: list[Timed], index: int, start: float, rule: stats.StopRule, device: str = "cpu"
+) -> bool:
+    """Whether a case's median is known well enough, or its time for timing is up.
+
+    A host-bound case is published with at least its host spread either side (``widen``): an
+    interval within that is known as well as it will be shown, so it stops there."""
     elapsed = time.monotonic() - start
     # The interval is recomputed every call at first, then every ~3% more calls.
-    if (index < 64 or index % (index // 32) == 0) and stats.should_stop([r.time_ns for r in readings], elapsed, rule):
-        return True
+    if index < 64 or index % (index // 32) == 0:
+        spread = host_spread(readings, device) if index >= rule.min_runs else 0.0
+        if spread:
+            rule = dataclasses.replace(rule, rel_ci_width=max(rule.rel_ci_width, spread))
+        if stats.should_stop([r.time_ns for r in readings], elapsed, rule):
+            return True
     return elapsed >= rule.max_seconds and index >= 2
 
 

@@ -919,3 +919,22 @@ def test_a_long_tail_or_a_few_slow_calls_are_not_a_second_speed() -> None:
     assert speeds[0][1] == pytest.approx(0.2)
     # Too few calls to tell.
     assert benchmark.other_speeds(_speeds(rng, 20, 100_000.0) + _speeds(rng, 10, 120_000.0), 100_000.0) == []
+
+
+def test_a_host_bound_case_stops_once_its_interval_is_within_the_range_it_is_published_with() -> None:
+    """A launch-bound case is shown with at least ±3% (``benchmark.widen``): timing it on towards
+    ±0.25% would only spend the round's time, so it stops within its range, and a GPU-bound case
+    as noisy does not."""
+    import time as clock
+
+    from kernelcup.harness import benchmark
+    from kernelcup.harness.session import Timed
+
+    def calls(idle: float) -> list[Timed]:
+        return [Timed(100_000.0 * (1 + 0.01 * (i % 5 - 2)), 90_000.0, 120_000.0, idle_share=idle) for i in range(40)]
+
+    rule = benchmark.RANKED_PLAN.rule
+    now = clock.monotonic()
+    assert benchmark._timed_enough(calls(0.9), 40, now, rule, "cuda")
+    assert not benchmark._timed_enough(calls(0.1), 40, now, rule, "cuda")
+    assert not benchmark._timed_enough(calls(0.9), 40, now, rule, "cpu")  # on the CPU the host is all there is
