@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import pickle
+import shlex
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import time_machine
@@ -144,13 +147,32 @@ async def test_two_schedulers_on_one_postgresql_act_once(
         other_engine.dispose()
 
 
+class RunsACommand:
+    """Unpickled, it runs a shell command, as a pickled job written by an attacker would."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return os.system, (self.command,)
+
+
+def planted_job_state(proof: Path) -> bytes:
+    """The bytes an attacker writes into APScheduler's SQL job table: a job's state, as the store
+    pickles it, whose first unpickling touches ``proof``."""
+    return pickle.dumps({"version": 1, "id": "planted", "func": "os:getpid", "trigger": None,
+                         "executor": "default", "args": (RunsACommand(f"touch {shlex.quote(str(proof))}"),),
+                         "kwargs": {}, "name": "planted", "misfire_grace_time": None, "coalesce": True,
+                         "max_instances": 1, "next_run_time": None})
+
+
 async def test_a_job_row_planted_in_the_database_is_never_unpickled(
     bots: Bots, sqlite_engine: Engine, tmp_path: Path, clock: time_machine.Traveller
 ) -> None:
-    """What a submission did once it could write the database: a pickled job that runs code."""
+    """What a submission did once it could write the database: a pickled job that runs code, in
+    the table and columns APScheduler's SQLAlchemyJobStore reads, due long ago."""
     proof = tmp_path / "owned"
-    payload = pickle.dumps({"id": "x", "func": "os:system", "args": (f"touch {proof}",), "kwargs": {},
-                            "trigger": None, "executor": "default", "next_run_time": None})
+    payload = planted_job_state(proof)
     with sqlite_engine.begin() as connection:
         connection.execute(text("CREATE TABLE IF NOT EXISTS apscheduler_jobs "
                                 "(id VARCHAR(191) PRIMARY KEY, next_run_time FLOAT, job_state BLOB)"))
@@ -164,3 +186,8 @@ async def test_a_job_row_planted_in_the_database_is_never_unpickled(
     assert set(scheduled_job_ids(bot)) >= {"kernelcup:reconcile"}
     assert all(job == "kernelcup:reconcile" or job.startswith(f"leaderboard:{board_id}:")
                for job in scheduled_job_ids(bot))
+    await bots.stop(bot)
+    assert not proof.exists()
+
+    pickle.loads(payload)  # the control: the same bytes, unpickled, do run the command
+    assert proof.exists()

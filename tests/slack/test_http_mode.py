@@ -28,10 +28,22 @@ async def test_a_bad_signature_is_refused_with_401(start) -> None:
 
 
 async def test_a_missing_signature_is_refused_with_401(start) -> None:
+    """No X-Slack-Signature and no X-Slack-Request-Timestamp header at all."""
+    slack = await start()
+    body = urllib.parse.urlencode(slash_fields(slack.fake, "list"))
+    status, _ = await slack.post(body, "application/x-www-form-urlencoded", signed=False)
+    assert status == 401
+    await slack.settle()
+    assert slack.fake.calls_to("chat.postMessage") == []
+
+
+async def test_an_empty_signature_is_refused_with_401(start) -> None:
     slack = await start()
     body = urllib.parse.urlencode(slash_fields(slack.fake, "list"))
     status, _ = await slack.post(body, "application/x-www-form-urlencoded", signature="v0=")
     assert status == 401
+    await slack.settle()
+    assert slack.fake.calls_to("chat.postMessage") == []
 
 
 async def test_a_replayed_request_with_an_old_timestamp_is_refused_with_401(start) -> None:

@@ -1,7 +1,12 @@
-"""The pieces the pages and the remote CLI are drawn with: descriptions, charts, replies on the wire."""
+"""The pieces the pages and the remote CLI are drawn with: descriptions (read on the page itself too), charts,
+replies on the wire."""
 
 from __future__ import annotations
 
+import base64
+import io
+import re
+import zipfile
 from datetime import timedelta
 
 import httpx
@@ -11,12 +16,45 @@ from kernelcup.adapters.web.charts import Point, Series, score_chart
 from kernelcup.adapters.web.markdown import render
 from kernelcup.adapters.web.replies import reply_out, status_of
 from kernelcup.core.messages import Code, File, Image, Problem, ProgressBlock, Reply, Table, Text
-from tests.web.conftest import NOW
+from tests.web.conftest import NOW, ROOT, Tokens, bearer
+
+HOSTILE = "<script>alert(1)</script> and [x](javascript:alert(1)) `a<b` <img src=x onerror=alert(1)>"
 
 
-def test_a_description_cannot_inject_html() -> None:
-    html = str(render('<script>alert(1)</script> and [x](javascript:alert(1)) `a<b`'))
-    assert "<script>" not in html and "javascript:" not in str(html.split("href")[1:])
+def _board_described_as(description: str) -> str:
+    """The identity leaderboard as a creator uploads it (base64 zip), with ``description``."""
+    task = (ROOT / "leaderboards" / "identity" / "task.yml").read_text()
+    first_line = "  Copy a vector: `output[i] = input[i]`."
+    assert first_line in task
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as bundle:
+        for path in (ROOT / "leaderboards" / "identity").glob("*.py"):
+            bundle.write(path, f"board/{path.name}")
+        bundle.write(ROOT / "leaderboards" / "utils.py", "board/utils.py")
+        bundle.writestr("board/task.yml", task.replace(first_line, f"  {description}"))
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+async def test_a_description_cannot_inject_html(client: httpx.AsyncClient, tokens: Tokens) -> None:
+    """A creator's task.yml description, shown on the leaderboard's page, is text: no script, no
+    tag, no javascript: link gets through (the page's whole HTML is read, not only the renderer)."""
+    created = await client.post("/api/commands/create", headers=bearer(tokens.admin), json={
+        "name": "hostile", "gpu": ["cpu"], "deadline": "+7d",
+        "attachments": [{"name": "board.zip", "base64": _board_described_as(HOSTILE)}],
+    })
+    assert created.status_code == 200, created.text
+    page = await client.get("/leaderboards/hostile")
+    assert page.status_code == 200
+    html = page.text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html  # the description is on the page, as text
+    assert "<code>a&lt;b</code>" in html
+    assert "<script>alert(1)" not in html and "<img src=x" not in html
+    assert not re.search(r"""href\s*=\s*["']?\s*javascript:""", html, re.IGNORECASE)
+
+
+def test_the_description_renderer_escapes_html_and_keeps_no_javascript_link() -> None:
+    html = str(render(HOSTILE))
+    assert "<script>" not in html and "<img" not in html and "javascript:" not in str(html.split("href")[1:])
     assert "<code>a&lt;b</code>" in html
 
 

@@ -35,10 +35,22 @@ async def test_the_token_acts_as_its_owner_on_the_api(kc: Kernelcup, client: htt
 
 
 async def test_revoking_makes_every_token_of_the_user_unknown(kc: Kernelcup, client: httpx.AsyncClient) -> None:
-    token = token_in(await kc.handle(Request(actor=BOB, command="token")))
+    """Bob's tokens from chat, from the API and from an admin all stop working; Alice's does not."""
+    from_chat = token_in(await kc.handle(Request(actor=BOB, command="token")))
+    over_api = (await client.post("/api/commands/token", headers=bearer(from_chat))).json()
+    from_api = next(b["code"] for b in over_api["blocks"] if b["type"] == "code")
+    from_admin = token_in(await kc.handle(Request(actor=ADMIN, command="token", args={"user": BOB.identity})))
+    alices = token_in(await kc.handle(Request(actor=ALICE, command="token")))
+    bobs = [from_chat, from_api, from_admin]
+    assert len(set(bobs)) == 3
+    for token in [*bobs, alices]:
+        assert (await client.get("/api/me", headers=bearer(token))).status_code == 200
+
     revoked = await kc.handle(Request(actor=BOB, command="token", args={"revoke": True}))
-    assert revoked.ok and "Revoked 1 token" in revoked.text()
-    assert (await client.get("/api/me", headers=bearer(token))).status_code == 401
+    assert revoked.ok
+    assert [(await client.get("/api/me", headers=bearer(token))).status_code for token in bobs] == [401, 401, 401]
+    assert "Revoked 3 token(s)" in revoked.text(), revoked.text()
+    assert (await client.get("/api/me", headers=bearer(alices))).json()["identity"] == ALICE.identity
 
 
 async def test_a_user_cannot_take_a_token_for_someone_else(kc: Kernelcup) -> None:
