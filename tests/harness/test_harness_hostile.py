@@ -68,8 +68,25 @@ def test_the_result_key_is_nowhere_the_submission_can_look(runs: dict[str, Harne
 
 
 def test_the_submission_cannot_read_the_harness_memory(runs: dict[str, HarnessRun]) -> None:
+    """The probe lists every process it can see and reads the memory of each it can open: the
+    harness (``python -m kernelcup.harness``, which holds the seed and the key) is not among them,
+    and nothing it read held the seed (``test_the_secret_seed_is_nowhere_the_submission_can_look``
+    searches all of it)."""
     stdout = runs["hunter"].outcome().stdout
-    assert "HUNTER: parent memory denied" in stdout or "HUNTER: parent memory unreadable" in stdout
+    seen = [line.split(": ", 2)[2] for line in stdout.splitlines() if line.startswith("HUNTER: sees pid ")]
+    assert seen, stdout  # the probe ran and saw at least its own job's processes
+    harness = [command for command in seen if command.rstrip().endswith("-m kernelcup.harness")]
+    assert harness == [], seen
+    assert str(SECRET) not in stdout
+
+
+def test_without_the_sandbox_the_same_probe_sees_the_harness() -> None:
+    """The control: the probe finds the harness where no PID namespace hides it, so the test above
+    can fail."""
+    spec = leaderboard_spec(ADDMUL, submission("secret_hunter.py"), Mode.TEST, timeout_s=90, secret_seed=SECRET)
+    stdout = run_harness(spec, env={"KERNELCUP_HARNESS_SANDBOX": "off"}).outcome().stdout
+    seen = [line for line in stdout.splitlines() if line.startswith("HUNTER: sees pid ")]
+    assert any(line.rstrip().endswith("-m kernelcup.harness") for line in seen), seen
 
 
 def test_forged_result_lines_change_nothing(runs: dict[str, HarnessRun]) -> None:
