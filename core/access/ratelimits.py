@@ -1,16 +1,22 @@
-"""Rate limits per leaderboard and mode: at most N submissions per user in any hour."""
+"""Rate limits per leaderboard and mode: at most N submissions per user in any hour.
+
+The count and the insert it allows happen in one transaction that first writes the user's row:
+that write is held until the transaction ends (a row lock on PostgreSQL, the database's one write
+lock on SQLite), so one user's submissions are counted one at a time by every bot process sharing
+the database, and a burst cannot all read the same count.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 from math import ceil
 
-from sqlalchemy import ColumnElement, func, or_
+from sqlalchemy import ColumnElement, func, or_, update
 from sqlmodel import Session, col, select
 
 from kernelcup.core.errors import RateLimited
 from kernelcup.core.store.db import as_utc
-from kernelcup.core.store.models import RateLimit, Submission
+from kernelcup.core.store.models import RateLimit, Submission, User
 
 ANY_MODE = "*"
 _WINDOW = timedelta(hours=1)
@@ -35,7 +41,8 @@ def check(session: Session, user_id: int, board_id: int, mode: str, now: datetim
           default_per_hour: int = 0) -> None:
     """Refuse with the limit and when to try again. ``default_per_hour`` (the config's
     ``limits.submissions_per_hour``) counts every leaderboard and mode unless an admin set such a
-    limit themselves (``rate-limit * * N``), which replaces it; 0 means none."""
+    limit themselves (``rate-limit * * N``), which replaces it; 0 means none. The caller inserts
+    the submission in the same transaction (``session``), which holds the user's lock till then."""
     limits = list(session.exec(
         select(RateLimit).where(
             or_(col(RateLimit.leaderboard_id) == board_id, col(RateLimit.leaderboard_id).is_(None)),
@@ -45,6 +52,8 @@ def check(session: Session, user_id: int, board_id: int, mode: str, now: datetim
     overall = any(limit.leaderboard_id is None and limit.mode == ANY_MODE for limit in limits)
     if default_per_hour > 0 and not overall:
         limits.append(RateLimit(leaderboard_id=None, mode=ANY_MODE, max_per_hour=default_per_hour))
+    if limits:
+        _hold_user(session, user_id)
     since = now - _WINDOW
     for limit in limits:
         counted: list[ColumnElement[bool]] = [col(Submission.user_id) == user_id, col(Submission.created_at) >= since]
@@ -62,6 +71,12 @@ def check(session: Session, user_id: int, board_id: int, mode: str, now: datetim
                 f"Try again in {ceil(retry_after / 60)} min; the limit counts the last 60 minutes.",
                 retry_after_s=retry_after,
             )
+
+
+def _hold_user(session: Session, user_id: int) -> None:
+    """Write the user's row (to itself) before counting: the lock lasts until the transaction ends."""
+    session.execute(update(User).where(col(User.id) == user_id).values(banned=col(User.banned))
+                    .execution_options(synchronize_session=False))
 
 
 def _retry_after(session: Session, counted: list[ColumnElement[bool]], skip: int, now: datetime) -> float:
