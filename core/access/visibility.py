@@ -23,9 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from sqlmodel import Session, select
+
 from kernelcup.core.access.permissions import allows
 from kernelcup.core.config import Settings
-from kernelcup.core.leaderboards.catalog import task_of
+from kernelcup.core.leaderboards.catalog import missing_leaderboard, task_of
 from kernelcup.core.pipeline.events import JobEvent
 from kernelcup.core.store.db import as_utc
 from kernelcup.core.store.models import Leaderboard, Role, Submission
@@ -41,6 +43,16 @@ def may_see_board(board: Leaderboard, *, user_id: int | None, role: Role) -> boo
     return board.visibility == "public" or allows(role, Role.ADMIN) or (
         user_id is not None and board.creator_id == user_id
     )
+
+
+def visible_leaderboard(session: Session, name: str, *, user_id: int | None, role: Role) -> Leaderboard:
+    """The leaderboard ``name`` where this viewer may see it; else the very refusal a name that
+    names no leaderboard gets (kernelcup.core.errors.NotFound), so that a hidden leaderboard's
+    answer is never an oracle of its existence."""
+    board = session.exec(select(Leaderboard).where(Leaderboard.name == name)).first()
+    if board is not None and may_see_board(board, user_id=user_id, role=role):
+        return board
+    raise missing_leaderboard(session, name)
 
 
 def default_code_public(settings: Settings) -> bool:

@@ -29,7 +29,9 @@ def complete(engine: Engine, settings: Settings, kind: Kind, prefix: str, args: 
         board_name = args.get("leaderboard")
         if board_name:
             with session_scope(engine) as session:
-                board = session.exec(select(Leaderboard).where(Leaderboard.name == board_name)).first()
+                # Public ones only, as the names offered: a hidden leaderboard's GPUs would reveal it.
+                board = session.exec(select(Leaderboard).where(Leaderboard.name == board_name,
+                                                               Leaderboard.visibility == "public")).first()
                 if board is not None and board.id is not None:
                     gpus = leaderboard_gpus(session, board.id)
         return [g for g in gpus if g.lower().startswith(prefix)][:MAX_CHOICES]

@@ -44,15 +44,17 @@ def help_command(app: CommandContext, request: Request) -> Reply:
 def list_command(app: CommandContext, request: Request) -> Reply:
     from sqlmodel import col, select
 
+    from kernelcup.core.access.visibility import may_see_board
     from kernelcup.core.leaderboards.catalog import leaderboard_gpus
     from kernelcup.core.leaderboards.ranking import entry_counts
     from kernelcup.core.store.db import as_utc, session_scope
-    from kernelcup.core.store.models import Leaderboard
+    from kernelcup.core.store.models import Leaderboard, User
 
     now = app.now()
     with session_scope(app.engine) as session:
+        user_id = session.exec(select(User.id).where(User.identity == request.actor.identity)).first()
         boards = session.exec(select(Leaderboard).order_by(col(Leaderboard.name))).all()
-        boards = [b for b in boards if b.visibility == "public" or allows(request.role, Role.ADMIN)]
+        boards = [b for b in boards if may_see_board(b, user_id=user_id, role=request.role)]
         if not boards:
             return Reply([Text("There are no leaderboards yet.", style="hint")])
         counts = entry_counts(session, [b.id for b in boards if b.id is not None])
@@ -198,7 +200,6 @@ def mine_command(app: CommandContext, request: Request) -> Reply:
     from sqlmodel import col, select
 
     from kernelcup.core.access.users import user_for
-    from kernelcup.core.leaderboards.catalog import get_leaderboard
     from kernelcup.core.store.db import as_utc, session_scope
     from kernelcup.core.store.models import Job, Leaderboard, Run, Submission
 
@@ -206,7 +207,7 @@ def mine_command(app: CommandContext, request: Request) -> Reply:
         user = user_for(session, request.actor)
         query = select(Submission, Leaderboard.name).join(Leaderboard).where(Submission.user_id == user.id)
         if request.args["leaderboard"]:
-            board = get_leaderboard(session, request.args["leaderboard"])
+            board = _visible_board(session, request)
             query = query.where(Submission.leaderboard_id == board.id)
         found = session.exec(query.order_by(col(Submission.id).desc()).limit(max(1, request.args["limit"]))).all()
         if not found:
@@ -241,7 +242,7 @@ def _outcome(job: Job, run: Run | None) -> str:
 )
 def get_submission_command(app: CommandContext, request: Request) -> Reply:
     from kernelcup.core.access.users import user_for
-    from kernelcup.core.access.visibility import default_code_public, sight_of
+    from kernelcup.core.access.visibility import default_code_public, may_see_board, sight_of
     from kernelcup.core.pipeline.report import submission_reply
     from kernelcup.core.store.db import session_scope
     from kernelcup.core.store.models import Code, Leaderboard, Submission
@@ -255,7 +256,7 @@ def get_submission_command(app: CommandContext, request: Request) -> Reply:
         board = session.get(Leaderboard, submission.leaderboard_id)
         assert board is not None
         own = submission.user_id == user.id
-        if not own and not allows(request.role, Role.ADMIN) and board.visibility != "public":
+        if not own and not may_see_board(board, user_id=user.id, role=request.role):
             raise NotFound(f"There is no submission #{submission_id}.", "`mine` lists yours.")
         # One rule (kernelcup.core.access.visibility) for code and what could echo it: verdicts,
         # messages, logs, profiles.
@@ -332,12 +333,12 @@ def delete_command(app: CommandContext, request: Request) -> Reply:
     from sqlmodel import select
 
     from kernelcup.core.access.users import user_for
-    from kernelcup.core.leaderboards.catalog import delete_leaderboard, get_leaderboard
+    from kernelcup.core.leaderboards.catalog import delete_leaderboard
     from kernelcup.core.store.db import in_transaction
     from kernelcup.core.store.models import Submission
 
     def delete(session: Session) -> tuple[Leaderboard, int, bool]:
-        board = get_leaderboard(session, request.args["leaderboard"])
+        board = _visible_board(session, request)
         user = user_for(session, request.actor)
         if board.creator_id != user.id and not allows(request.role, Role.ADMIN):
             raise Forbidden(f"Only {board.name}'s creator or an admin may delete it.")
@@ -358,15 +359,13 @@ def delete_command(app: CommandContext, request: Request) -> Reply:
 
 
 def _visible_board(session: Session, request: Request) -> Leaderboard:
+    """The leaderboard named in the request; a hidden one the asker may not see answers as a
+    missing one does (kernelcup.core.access.visibility.visible_leaderboard)."""
     from kernelcup.core.access.users import user_for
-    from kernelcup.core.leaderboards.catalog import get_leaderboard
+    from kernelcup.core.access.visibility import visible_leaderboard
 
-    board = get_leaderboard(session, request.args["leaderboard"])
-    if board.visibility != "public" and not allows(request.role, Role.ADMIN):
-        user = user_for(session, request.actor)
-        if board.creator_id != user.id:
-            raise NotFound(f"There is no leaderboard {board.name!r}.")
-    return board
+    user = user_for(session, request.actor)
+    return visible_leaderboard(session, str(request.args["leaderboard"]), user_id=user.id, role=request.role)
 
 
 def _unpack_folder(request: Request, into: Path) -> tuple[Path, Path]:

@@ -62,15 +62,20 @@ def cancel_command(app: CommandContext, request: Request) -> Reply:
     from sqlmodel import col, select
 
     from kernelcup.core.access.users import user_for
+    from kernelcup.core.access.visibility import may_see_board
     from kernelcup.core.store.db import session_scope
-    from kernelcup.core.store.models import Job, JobStatus, Submission
+    from kernelcup.core.store.models import Job, JobStatus, Leaderboard, Submission
 
     with session_scope(app.engine) as session:
         submission = session.get(Submission, int(request.args["id"]))
-        if submission is None:
-            raise NotFound(f"There is no submission #{request.args['id']}.")
         user = user_for(session, request.actor)
-        if submission.user_id != user.id and not allows(request.role, Role.ADMIN):
+        board = session.get(Leaderboard, submission.leaderboard_id) if submission is not None else None
+        own = submission is not None and submission.user_id == user.id
+        if submission is None or board is None or not (own or may_see_board(board, user_id=user.id,
+                                                                            role=request.role)):
+            # One on a hidden leaderboard answers as a missing one.
+            raise NotFound(f"There is no submission #{request.args['id']}.")
+        if not own and not allows(request.role, Role.ADMIN):
             raise Forbidden("You can only cancel your own submissions.")
         open_jobs = session.exec(
             select(Job.id).where(

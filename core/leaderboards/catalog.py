@@ -28,12 +28,18 @@ def get_leaderboard(session: Session, name: str, *, include_hidden: bool = True)
     board = session.exec(select(Leaderboard).where(Leaderboard.name == name)).first()
     if board is not None and (include_hidden or board.visibility == "public"):
         return board
+    raise missing_leaderboard(session, name)
+
+
+def missing_leaderboard(session: Session, name: str) -> NotFound:
+    """The refusal for a name that names no leaderboard, and for one the asker may not see: the
+    same words, so a hidden leaderboard's existence is never revealed."""
     # The hint names public leaderboards only: a hidden one is never revealed by a typo.
     names = list(session.exec(select(Leaderboard.name).where(Leaderboard.visibility == "public")).all())
     closest = difflib.get_close_matches(name, names, n=1)
     hint = f"Did you mean {closest[0]}? " if closest else ""
     hint += f"Leaderboards: {', '.join(sorted(names))}." if names else "There are no leaderboards yet."
-    raise NotFound(f"There is no leaderboard {name!r}.", hint)
+    return NotFound(f"There is no leaderboard {name!r}.", hint)
 
 
 def has_leaderboards(session: Session) -> bool:

@@ -15,9 +15,10 @@ from sqlmodel import Session
 from kernelcup.core.access.permissions import allows
 from kernelcup.core.access.ratelimits import check as check_rate_limit
 from kernelcup.core.access.users import user_for
+from kernelcup.core.access.visibility import visible_leaderboard
 from kernelcup.core.config import Settings
-from kernelcup.core.errors import Forbidden, NotFound, Refused, TooLarge, UserError
-from kernelcup.core.leaderboards.catalog import get_leaderboard, leaderboard_gpus, task_of
+from kernelcup.core.errors import Forbidden, Refused, TooLarge, UserError
+from kernelcup.core.leaderboards.catalog import leaderboard_gpus, task_of
 from kernelcup.core.leaderboards.tasks import accepted_extensions
 from kernelcup.core.messages import Actor
 from kernelcup.core.pipeline.fairness import assign_turns
@@ -108,9 +109,7 @@ def submit(
         raise Forbidden("You are banned from submitting.", "Ask an admin if you think this is a mistake.")
     if submissions_paused(session) and not allows(role, Role.ADMIN):
         raise Refused("Submissions are paused right now.", "Try again later; nothing was queued.")
-    board = get_leaderboard(session, name)
-    if board.visibility != "public" and not (allows(role, Role.ADMIN) or board.creator_id == user.id):
-        raise NotFound(f"There is no leaderboard {name!r}.")  # a hidden board is not revealed
+    board = visible_leaderboard(session, name, user_id=user.id, role=role)  # a hidden one answers as a missing one
     _check_file_type(board, file.name)
     if mode is Mode.RANKED and as_utc(board.deadline) <= now:
         raise Refused(
