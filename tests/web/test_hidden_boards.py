@@ -9,7 +9,6 @@ call them (Discord, Slack identities), autocomplete included.
 
 from __future__ import annotations
 
-import base64
 import io
 import zipfile
 from collections.abc import AsyncIterator
@@ -70,7 +69,7 @@ async def _chat_answers(kc: Kernelcup, submission_id: int) -> dict[str, object]:
     """The core's commands, as Discord and Slack hand them over."""
     out: dict[str, object] = {}
     for actor in (BOB, SLACK_USER):
-        asks = {
+        asks: dict[str, dict[str, object]] = {
             "show": {"leaderboard": SECRET},
             "task": {"leaderboard": SECRET},
             "template": {"leaderboard": SECRET},
