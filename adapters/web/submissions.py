@@ -20,6 +20,7 @@ from kernelcup.adapters.web.schemas import CaseOut, JobOut, SubmissionOut, Submi
 from kernelcup.adapters.web.settings import WebSettings
 from kernelcup.core.access.visibility import PUBLIC, Sight, may_see_board, sight_of
 from kernelcup.core.app import Kernelcup
+from kernelcup.core.file_names import shown_file_name
 from kernelcup.core.leaderboards.ranking import rank_of
 from kernelcup.core.pipeline.events import job_event
 from kernelcup.core.pipeline.report import format_seconds
@@ -178,7 +179,8 @@ def _summary(session: Session, web: WebSettings, submission: Submission, board: 
     passed = (all(j.passed for j in jobs) if finished else None) if jobs else None
     return SubmissionSummary(
         id=submission.id, leaderboard=board.name, user_id=submission.user_id,
-        user_name=user.display_name if user is not None else "?", mode=submission.mode, file_name=submission.file_name,
+        user_name=user.display_name if user is not None else "?", mode=submission.mode,
+        file_name=shown_file_name(submission.file_name),
         created_at=as_utc(submission.created_at), finished=finished, passed=passed,
         outcome="; ".join(f"{j.gpu}: {outcome(j)}" for j in jobs), url=web.url(f"/submissions/{submission.id}"),
     )

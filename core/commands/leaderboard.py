@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from kernelcup.core.access.permissions import allows
 from kernelcup.core.commands.registry import CommandContext, Kind, Param, command, registered, usage
 from kernelcup.core.errors import Forbidden, NotFound, UserError
+from kernelcup.core.file_names import shown_file_name
 from kernelcup.core.messages import Block, File, Reply, Request, Table, Text
 from kernelcup.core.roles import Role
 from kernelcup.core.when import parse_when, relative, show_utc
@@ -218,7 +219,7 @@ def mine_command(app: CommandContext, request: Request) -> Reply:
             jobs_of.setdefault(job.submission_id, []).append(job)
         runs = {run.job_id: run for run in session.exec(select(Run).where(col(Run.submission_id).in_(ids))).all()}
         rows = [
-            (f"#{submission.id}", board_name, submission.mode, submission.file_name,
+            (f"#{submission.id}", board_name, submission.mode, shown_file_name(submission.file_name),
              f"{as_utc(submission.created_at):%Y-%m-%d %H:%M}",
              "; ".join(f"{j.gpu}: {_outcome(j, runs.get(j.id or 0))}" for j in jobs_of.get(submission.id or 0, [])))
             for submission, board_name in found
@@ -266,7 +267,8 @@ def get_submission_command(app: CommandContext, request: Request) -> Reply:
         if sight.private:
             code = session.get(Code, submission.code_sha256)
             assert code is not None
-            reply.blocks.append(File(submission.file_name, code.content.encode(), f"code of #{submission_id}"))
+            reply.blocks.append(File(shown_file_name(submission.file_name), code.content.encode(),
+                                     f"code of #{submission_id}"))
         else:
             reply.blocks.append(Text("The code and logs are private to its author until the deadline.", style="hint"))
         reply.ephemeral = True  # someone's own look-up: never posted to a channel

@@ -46,7 +46,7 @@ def submit_command(app: CommandContext, request: Request) -> Reply:
         assert submission.id is not None
         board_name = request.args["leaderboard"]
     blocks: list[Block] = [
-        Text(f"Submission #{submission.id} ({submission.mode}) of {attachment.name} accepted"
+        Text(f"Submission #{submission.id} ({submission.mode}) of {submission.file_name} accepted"
              + (f" for {board_name}" if board_name else "") + ".", style="success")
     ]
     blocks.extend(ProgressBlock(job_id=job.id or 0, gpu=job.gpu, phase="queued") for job in jobs)

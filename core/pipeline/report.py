@@ -7,6 +7,7 @@ import json
 from sqlmodel import Session, col, select
 
 from kernelcup.core.access.visibility import Sight, status_words
+from kernelcup.core.file_names import shown_file_name
 from kernelcup.core.leaderboards.ranking import rank_of
 from kernelcup.core.messages import Block, File, Reply, Table, Text
 from kernelcup.core.store.db import as_utc
@@ -48,7 +49,7 @@ def submission_reply(session: Session, submission_id: int, sight: Sight) -> Repl
     }
     blocks: list[Block] = [
         Text(
-            f"Submission #{submission.id}: {submission.file_name} to {board.name} "
+            f"Submission #{submission.id}: {shown_file_name(submission.file_name)} to {board.name} "
             f"({submission.mode}) by {user.display_name}, "
             f"{as_utc(submission.created_at):%Y-%m-%d %H:%M} UTC",
             style="title",

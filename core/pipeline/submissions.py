@@ -18,6 +18,7 @@ from kernelcup.core.access.users import user_for
 from kernelcup.core.access.visibility import visible_leaderboard
 from kernelcup.core.config import Settings
 from kernelcup.core.errors import Forbidden, Refused, TooLarge, UserError
+from kernelcup.core.file_names import shown_file_name
 from kernelcup.core.leaderboards.catalog import leaderboard_gpus, task_of
 from kernelcup.core.leaderboards.tasks import accepted_extensions
 from kernelcup.core.messages import Actor
@@ -66,18 +67,19 @@ def read_directives(source: str) -> Directives:
 
 
 def decode_source(file: SubmissionFile, max_bytes: int) -> str:
+    name = shown_file_name(file.name)
     if not file.content.strip():
-        raise UserError(f"{file.name} is empty.", "Attach the file that defines custom_kernel.")
+        raise UserError(f"{name} is empty.", "Attach the file that defines custom_kernel.")
     if len(file.content) > max_bytes:
         raise TooLarge(
-            f"{file.name} is {len(file.content) / 1024:.0f} KiB; the limit is {max_bytes // 1024} KiB.",
+            f"{name} is {len(file.content) / 1024:.0f} KiB; the limit is {max_bytes // 1024} KiB.",
             "Submit the kernel source only, without data or binaries.",
         )
     try:
         return file.content.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UserError(
-            f"{file.name} is not UTF-8 text (byte {exc.start} is invalid).",
+            f"{name} is not UTF-8 text (byte {exc.start} is invalid).",
             "Save the file as UTF-8 source code.",
         ) from exc
 
@@ -129,7 +131,7 @@ def submit(
         leaderboard_id=board.id,
         user_id=user.id,
         code_sha256=sha,
-        file_name=file.name,
+        file_name=shown_file_name(file.name),  # the uploader's words: never a path or a bidi trick
         mode=mode.value,
         reply_to=reply_to,
         created_at=now,
@@ -151,7 +153,7 @@ def _check_file_type(board: Leaderboard, file_name: str) -> None:
     allowed = accepted_extensions(task_of(board))
     if not file_name.endswith(allowed):
         raise UserError(
-            f"{file_name} is not a {' or '.join(allowed)} file, which {board.name} expects.",
+            f"{shown_file_name(file_name)} is not a {' or '.join(allowed)} file, which {board.name} expects.",
             f"Get a starting point with `template {board.name}`.",
         )
 
