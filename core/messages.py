@@ -33,6 +33,9 @@ class Request:
     attachments: list[Attachment] = field(default_factory=list)
     reply_to: str | None = None  # opaque to the core; the adapter knows where to answer
     role: Role = Role.USER  # filled in by the core from config, never trusted from the adapter
+    # Set only by the terminal on the bot's own machine (embedded or handed over its socket): a
+    # folder argument may then be a path here. Never from an identity: a token may be console:'s.
+    from_this_machine: bool = False
 
 
 @dataclass(frozen=True)

@@ -179,7 +179,7 @@ async def run_here(cmd: Command, args: dict[str, Any], attachments: list[Attachm
         Console(stderr=True).print(f"[red]{exc}[/red]")
         return EXIT_UNAVAILABLE
     request = Request(actor=Actor(identity=f"console:{user}", display_name=user), command=cmd.name, args=args,
-                      attachments=attachments)
+                      attachments=attachments, from_this_machine=True)
     return await handle_request(kernelcup, request, renderer)
 
 

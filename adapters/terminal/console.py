@@ -69,7 +69,7 @@ class ConsoleAdapter:
             self.renderer.reply(Reply.error(exc.message, exc.hint))
             return
         reply = await app.handle(Request(actor=self.actor, command=name, args=args, attachments=attachments,
-                                         reply_to="console"))
+                                         reply_to="console", from_this_machine=True))
         self.renderer.reply(reply)
         if reply.submission_id is not None:
             task = asyncio.create_task(self._follow(app, reply.submission_id))

@@ -132,9 +132,11 @@ class HandoffListener:
     async def _run(self, app: Kernelcup, order: dict[str, Any], writer: asyncio.StreamWriter) -> None:
         user = order["user"]
         # The identity the embedded CLI would take (kernelcup.adapters.terminal.session.terminal_actor).
+        # From a process of this machine's own user (the socket's owner checks): its paths are here.
         request = Request(actor=Actor(identity=f"console:{user}", display_name=user), command=str(order["command"]),
                           args=dict(order["args"]),
-                          attachments=[attachment_from_json(a) for a in order.get("attachments") or []])
+                          attachments=[attachment_from_json(a) for a in order.get("attachments") or []],
+                          from_this_machine=True)
         log.info("hand-off command", command=request.command, actor=request.actor.identity)
         began = time.monotonic()
         reply = await app.handle(request)

@@ -282,7 +282,7 @@ def get_submission_command(app: CommandContext, request: Request) -> Reply:
     Param(
         "folder",
         Kind.FOLDER,
-        "task.yml, task.py, reference.py, ... (a zip, files, or a path on the console)",
+        "task.yml, task.py, reference.py, ... (a zip, files, or a path on the bot's own terminal)",
         required=True,
         positional=True,
     ),
@@ -371,14 +371,16 @@ def _visible_board(session: Session, request: Request) -> Leaderboard:
 
 
 def _unpack_folder(request: Request, into: Path) -> tuple[Path, Path]:
-    """The task folder from a path (console only), a zip, or loose files; unpacked safely. Also
-    how far its sources may reach: a folder on the operator's own disk, its parent (a shared
-    utils.py); an upload, itself."""
+    """The task folder from a path (the bot's own terminal only), a zip, or loose files; unpacked
+    safely. Also how far its sources may reach: a folder on the operator's own disk, its parent (a
+    shared utils.py); an upload, itself. From anywhere else a path is never looked at, so every
+    path gets the one answer whether or not it exists."""
     path = request.args.get("folder")
-    if isinstance(path, str) and request.actor.identity.startswith("console:") and Path(path).is_dir():
+    if request.from_this_machine and not request.attachments and isinstance(path, str) and Path(path).is_dir():
         return Path(path), Path(path).parent
     if not request.attachments:
-        raise UserError("Attach the leaderboard's files: a zip, or task.yml, task.py, reference.py, ...")
+        raise UserError("Attach the leaderboard's files: a zip, or task.yml, task.py, reference.py, ...",
+                        "Only the bot's own terminal reads a folder by its path; the remote CLI sends it zipped.")
     if sum(len(a.content) for a in request.attachments) > MAX_BUNDLE_BYTES:
         raise UserError(f"The files are larger than {MAX_BUNDLE_BYTES // 2**20} MiB together.")
     for attachment in request.attachments:

@@ -29,7 +29,7 @@ class Kind(StrEnum):
     FLAG = "flag"
     CHOICE = "choice"
     FILE = "file"  # one attachment (the console reads it from a path)
-    FOLDER = "folder"  # a leaderboard folder: a zip or files attached, or a path on the console
+    FOLDER = "folder"  # a leaderboard folder: a zip or files attached, or a path on the bot's own terminal
     LEADERBOARD = "leaderboard"  # text, with autocomplete from the database where a platform can
     GPU = "gpu"
     USER = "user"

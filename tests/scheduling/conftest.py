@@ -152,8 +152,10 @@ class Bot:
 
     async def ask(self, command: str, actor: Actor = ADMIN, files: dict[str, bytes] | None = None,
                   **args: Any) -> Reply:
+        # As the bot's own terminal asks: `create` takes a folder by its path.
         return await self.app.handle(Request(actor=actor, command=command, args=dict(args),
-                                             attachments=[Attachment(n, c) for n, c in (files or {}).items()]))
+                                             attachments=[Attachment(n, c) for n, c in (files or {}).items()],
+                                             from_this_machine=True))
 
     async def create(self, name: str = "cup", deadline: datetime | str = NOW + timedelta(hours=2),
                      hidden: bool = False) -> int:

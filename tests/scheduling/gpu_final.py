@@ -80,7 +80,8 @@ class Recorder:
 
 async def ask(app: Kernelcup, command: str, actor: Actor, files: dict[str, bytes] | None = None,
               **args: object) -> Reply:
-    reply = await app.handle(Request(actor, command, dict(args), [Attachment(n, c) for n, c in (files or {}).items()]))
+    reply = await app.handle(Request(actor, command, dict(args), [Attachment(n, c) for n, c in (files or {}).items()],
+                                     from_this_machine=True))  # the bot's own terminal: folders by path
     if not reply.ok:
         raise SystemExit(f"{command} failed: {reply.text()}")
     return reply
