@@ -13,11 +13,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, File, Form, Query, UploadFile
 from fastapi import Request as HttpRequest
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 from kernelcup.adapters.web import boards, submissions
 from kernelcup.adapters.web.auth import AnyViewer, ApiError, App, SignedIn, Viewer, kernelcup, optional_viewer
+from kernelcup.adapters.web.logs import LogGate, Reads, chunks
 from kernelcup.adapters.web.replies import refusal_response, reply_response
 from kernelcup.adapters.web.schemas import (
     Accepted,
@@ -150,9 +151,11 @@ async def submit(
 
 
 @router.get("/submissions/{submission_id}", response_model=SubmissionOut, tags=["submissions"])
-async def read_submission(submission_id: int, viewer: AnyViewer, app: App, web: Web) -> SubmissionOut:
-    """Status while running (poll it), results when done; code and logs only where allowed."""
-    return await asyncio.to_thread(submissions.submission_detail, app, web, viewer, submission_id)
+async def read_submission(_: LogGate, submission_id: int, viewer: AnyViewer, app: App, web: Web,
+                          reads: Reads) -> SubmissionOut:
+    """Status while running (poll it), results when done; code and logs only where allowed, each
+    log cut to its first 16 Ki characters with a link (``log_urls``) to the whole of it."""
+    return await asyncio.to_thread(submissions.submission_detail, app, web, viewer, reads, submission_id)
 
 
 @router.get("/submissions/{submission_id}/events", response_class=EventSourceResponse, tags=["submissions"],
@@ -160,28 +163,35 @@ async def read_submission(submission_id: int, viewer: AnyViewer, app: App, web: 
                        503: {"model": ErrorOut, "description": "the server has its most streams open"}})
 async def follow(submission_id: Annotated[int, Depends(visible_submission_id)],
                  stream: Annotated[Stream, Depends(event_stream)], viewer: AnyViewer, app: App,
-                 web: Web) -> AsyncIterator[ServerSentEvent]:
+                 web: Web, reads: Reads) -> AsyncIterator[ServerSentEvent]:
     """Server-sent events: ``progress`` (a job event) until every job has finished, then ``done``.
     Streams are capped per client and in total (429 / 503 with ``Retry-After``). A stream is
     shared by everyone watching; each viewer's events are cut to what they may see."""
     seen = await asyncio.to_thread(submissions.sight_of_submission, app, web, viewer, submission_id)
     async for event in stream.events():
         yield ServerSentEvent(event="progress", data=asdict(seen.event(event)))
-    detail = await asyncio.to_thread(submissions.submission_detail, app, web, viewer, submission_id)
+    detail = await asyncio.to_thread(submissions.submission_detail, app, web, viewer, reads, submission_id)
     yield ServerSentEvent(event="done", data={"submission_id": submission_id, "finished": detail.finished,
                                               "passed": detail.passed, "url": detail.url})
 
 
 @router.get("/submissions/{submission_id}/report", response_model=ReplyOut, tags=["submissions"],
             responses={403: {"model": ErrorOut}})
-async def report(submission_id: Annotated[int, Depends(visible_submission_id)], viewer: AnyViewer, app: App,
-                 web: Web) -> JSONResponse:
-    """The core's final report (what chat shows), logs included: for whoever may see the code."""
-    seen = await asyncio.to_thread(submissions.sight_of_submission, app, web, viewer, submission_id)
-    if not seen.private:
-        raise ApiError(403, f"The report of #{submission_id} is its author's until the deadline.",
-                       "GET /api/submissions/{id} shows the verdict and timings.", "forbidden")
-    return reply_response(await app.submission_report(submission_id, seen))
+async def report(_: LogGate, submission_id: int, viewer: AnyViewer, app: App, web: Web) -> JSONResponse:
+    """The core's final report (what chat shows), logs whole: for whoever may see the code."""
+    return await asyncio.to_thread(submissions.report_response, app, web, viewer, submission_id)
+
+
+@router.get("/submissions/{submission_id}/logs/{name:path}", response_class=StreamingResponse,
+            tags=["submissions"], responses={200: {"content": {"text/plain": {}}, "description": "the log, whole"},
+                                             403: {"model": ErrorOut}})
+async def read_log(_: LogGate, submission_id: int, name: str, gpu: str, viewer: AnyViewer, app: App, web: Web,
+                   reads: Reads) -> StreamingResponse:
+    """One log of the submission's run on ``gpu``, whole, as text (the links in ``log_urls``): for
+    whoever may see the code."""
+    body = await asyncio.to_thread(submissions.whole_log, app, web, viewer, reads, submission_id, gpu, name)
+    return StreamingResponse(chunks(body), media_type="text/plain; charset=utf-8",
+                             headers={"Content-Length": str(len(body))})
 
 
 @router.post("/submissions/{submission_id}/cancel", response_model=ReplyOut, tags=["submissions"])

@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from kernelcup.adapters.web import api
 from kernelcup.adapters.web.auth import ANONYMOUS, ApiError
 from kernelcup.adapters.web.commands import command_router
+from kernelcup.adapters.web.logs import LogReads
 from kernelcup.adapters.web.pages import make_templates, page_router
 from kernelcup.adapters.web.replies import error_response
 from kernelcup.adapters.web.settings import WebSettings
@@ -73,6 +74,7 @@ def create_app(kernelcup: Kernelcup, web: WebSettings | None = None) -> FastAPI:
                   servers=[{"url": web.public_url}] if web.public_url else None)
     app.state.kernelcup = kernelcup
     app.state.web = web
+    app.state.log_reads = LogReads()
     app.state.streams = EventStreams(kernelcup.follow, web.max_event_streams, web.max_event_streams_per_client)
     templates = make_templates()
     app.include_router(api.router)

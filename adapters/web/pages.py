@@ -20,6 +20,7 @@ from kernelcup.adapters.web.api import Web
 from kernelcup.adapters.web.auth import ANONYMOUS, COOKIE, AnyViewer, App, Viewer, session_csrf
 from kernelcup.adapters.web.charts import Point, Series, score_chart
 from kernelcup.adapters.web.csrf import FORM_COOKIE, check_form, form_nonce
+from kernelcup.adapters.web.logs import LogGate, Reads
 from kernelcup.core.access.web_sessions import LIFETIME as SESSION_LIFETIME
 from kernelcup.core.access.web_sessions import end_session, open_session
 from kernelcup.core.app import Kernelcup
@@ -90,9 +91,9 @@ def page_router(templates: Jinja2Templates) -> APIRouter:
         return render(request, "user.html", viewer, app, **await asyncio.to_thread(read))
 
     @router.get("/submissions/{submission_id}", response_class=HTMLResponse)
-    async def submission(request: HttpRequest, submission_id: int, viewer: AnyViewer, app: App,
-                         web: Web) -> HTMLResponse:
-        detail = await asyncio.to_thread(submissions.submission_detail, app, web, viewer, submission_id)
+    async def submission(_: LogGate, request: HttpRequest, submission_id: int, viewer: AnyViewer, app: App,
+                         web: Web, reads: Reads) -> HTMLResponse:
+        detail = await asyncio.to_thread(submissions.submission_detail, app, web, viewer, reads, submission_id)
         return render(request, "submission.html", viewer, app, sub=detail, outcome=submissions.outcome)
 
     def signin_page(request: HttpRequest, viewer: Viewer, app: Kernelcup, error: str = "") -> HTMLResponse:

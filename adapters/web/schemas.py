@@ -107,8 +107,10 @@ class JobOut(BaseModel):
     tests: list[CaseOut] = Field(default_factory=list)
     benchmarks: list[CaseOut] = Field(default_factory=list)
     system: dict[str, Any] | None = None
-    # stdout, stderr, compile log, profiles: shown with the code (they can echo it).
+    # stdout, stderr, compile log, profiles: shown with the code (they can echo it), each cut to
+    # its first 16 Ki characters; ``log_urls`` streams each one whole.
     logs: dict[str, str] | None = None
+    log_urls: dict[str, str] | None = None
 
 
 class SubmissionSummary(BaseModel):

@@ -8,14 +8,18 @@ public facts. Synchronous reads: callers run them in a thread.
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
+from urllib.parse import quote
 
+from fastapi.responses import JSONResponse
 from sqlalchemy import ColumnElement, or_
+from sqlalchemy.orm import defer
 from sqlmodel import Session, col, select
 
 from kernelcup.adapters.web.auth import ApiError, Viewer
+from kernelcup.adapters.web.logs import LogReads, logs_of
+from kernelcup.adapters.web.replies import reply_response
 from kernelcup.adapters.web.schemas import CaseOut, JobOut, SubmissionOut, SubmissionSummary, UserOut
 from kernelcup.adapters.web.settings import WebSettings
 from kernelcup.core.access.visibility import PUBLIC, Sight, may_see_board, sight_of
@@ -23,10 +27,10 @@ from kernelcup.core.app import Kernelcup
 from kernelcup.core.file_names import shown_file_name
 from kernelcup.core.leaderboards.ranking import rank_of
 from kernelcup.core.pipeline.events import job_event
-from kernelcup.core.pipeline.report import format_seconds
+from kernelcup.core.pipeline.report import format_seconds, submission_reply
 from kernelcup.core.store.db import as_utc, session_scope
 from kernelcup.core.store.models import FINAL_MODE, Code, Job, Leaderboard, Run, Submission, User
-from kernelcup.harness.spec import CaseResult, Mode, Result, SpecError
+from kernelcup.harness.spec import CaseResult, Mode
 
 MAX_LIST = 100
 _SYSTEM_SHOWN = ("device", "gpu", "driver", "torch", "cuda", "triton", "python", "sm_clock_mhz_before",
@@ -62,16 +66,62 @@ def sight_of_submission(app: Kernelcup, web: WebSettings, viewer: Viewer, submis
         return sight(app, web, viewer, submission, board)
 
 
-def submission_detail(app: Kernelcup, web: WebSettings, viewer: Viewer, submission_id: int) -> SubmissionOut:
+def submission_detail(app: Kernelcup, web: WebSettings, viewer: Viewer, reads: LogReads,
+                      submission_id: int) -> SubmissionOut:
+    """Each job's result, its logs cut to their first part (``whole_log`` has the rest)."""
     with session_scope(app.engine) as session:
         submission, board = visible_submission(session, viewer, submission_id)
         seen = sight(app, web, viewer, submission, board)
-        jobs = [_job(session, job, board, seen) for job in _jobs(session, submission_id)]
+        jobs = [_job(session, job, board, seen, _Logs(reads, web, submission_id))
+                for job in _jobs(session, submission_id)]
         base = _summary(session, web, submission, board, jobs)
         code = session.get(Code, submission.code_sha256) if seen.private else None
         return SubmissionOut(**base.model_dump(), jobs=jobs, code_visible=seen.private,
                              code=code.content if code is not None else None,
                              events_url=web.url(f"/api/submissions/{submission_id}/events"))
+
+
+def whole_log(app: Kernelcup, web: WebSettings, viewer: Viewer, reads: LogReads, submission_id: int,
+              gpu: str, name: str) -> bytes:
+    """One log of the submission's run on ``gpu``, whole: for whoever may see the code (404 / 403
+    as for the report)."""
+    with session_scope(app.engine) as session:
+        submission, board = visible_submission(session, viewer, submission_id)
+        if not sight(app, web, viewer, submission, board).private:
+            raise _private(submission_id)
+        run = session.exec(
+            select(Run.id, Run.created_at).join(Job, col(Job.id) == col(Run.job_id))
+            .where(col(Job.submission_id) == submission_id, col(Job.gpu) == gpu).order_by(col(Run.id).desc())
+        ).first()
+        logs = None
+        if run is not None and run[0] is not None:
+            run_id, made = run[0], run[1]
+            logs = reads.of_run((run_id, made), lambda: _result_json(session, run_id))
+        body = logs.whole.get(name) if logs is not None else None
+        if body is None:
+            raise ApiError(404, f"Submission #{submission_id} has no log {name!r} on {gpu}.",
+                           f"GET /api/submissions/{submission_id} links its logs.", "not_found")
+        return body
+
+
+def report_response(app: Kernelcup, web: WebSettings, viewer: Viewer, submission_id: int) -> JSONResponse:
+    """The core's final report (what chat shows), logs whole, built as JSON here in the worker
+    thread: megabytes of logs are never encoded on the event loop."""
+    with session_scope(app.engine) as session:
+        submission, board = visible_submission(session, viewer, submission_id)
+        seen = sight(app, web, viewer, submission, board)
+        if not seen.private:
+            raise _private(submission_id)
+        return reply_response(submission_reply(session, submission_id, seen))
+
+
+def _private(submission_id: int) -> ApiError:
+    return ApiError(403, f"The report of #{submission_id} is its author's until the deadline.",
+                    "GET /api/submissions/{id} shows the verdict and timings.", "forbidden")
+
+
+def _result_json(session: Session, run_id: int) -> str:
+    return session.exec(select(Run.result_json).where(col(Run.id) == run_id)).one()
 
 
 def list_submissions(app: Kernelcup, web: WebSettings, viewer: Viewer, *, user_id: int | None = None,
@@ -134,29 +184,47 @@ def _jobs(session: Session, submission_id: int) -> list[Job]:
     return list(session.exec(select(Job).where(Job.submission_id == submission_id).order_by(col(Job.id))).all())
 
 
-def _job(session: Session, job: Job, board: Leaderboard, seen: Sight) -> JobOut:
+@dataclass(frozen=True)
+class _Logs:
+    """Where a submission's detail reads its runs' results, and links their whole logs."""
+
+    reads: LogReads
+    web: WebSettings
+    submission_id: int
+
+    def url(self, gpu: str, name: str) -> str:
+        return self.web.url(f"/api/submissions/{self.submission_id}/logs/{quote(name)}?gpu={quote(gpu, safe='')}")
+
+
+def _job(session: Session, job: Job, board: Leaderboard, seen: Sight, logs: _Logs | None = None) -> JobOut:
+    """A job as the API shows it; with ``logs``, its run's result too (a list needs only the outcome)."""
     event = seen.event(job_event(session, job))
     out = JobOut(job_id=event.job_id, gpu=job.gpu, status=job.status, phase=event.phase, done=event.done,
                  total=event.total, queue_position=event.queue_position, finished=event.finished, error=event.error)
-    run = session.exec(select(Run).where(Run.job_id == job.id).order_by(col(Run.id).desc())).first()
+    # Not the stored result (megabytes of logs): that is read where it is needed, once.
+    unread = defer(Run.result_json)  # type: ignore[arg-type]  # SQLModel types the column as its value
+    run = session.exec(select(Run).options(unread).where(Run.job_id == job.id).order_by(col(Run.id).desc())).first()
     if run is None:
         return out
     out.passed, out.score_s = run.passed, run.score
     if run.passed and run.mode == Mode.RANKED.value and board.id is not None:
         out.rank = rank_of(session, board.id, job.gpu, run.user_id)
-    try:
-        result = seen.result(Result.from_json(run.result_json))
-    except (SpecError, json.JSONDecodeError):
+    if logs is None or run.id is None:
+        return out
+    run_id = run.id
+    parsed = logs.reads.of_run((run_id, run.created_at), lambda: _result_json(session, run_id))
+    if parsed is None:
         out.verdict = "unreadable result"
         return out
+    result = seen.result(parsed.result)
     out.verdict = result.verdict
     out.tests = [_case(c) for c in result.tests]
     out.benchmarks = [_case(c) for c in result.benchmarks]
     system = asdict(result.system)
     out.system = {k: system[k] for k in _SYSTEM_SHOWN if system.get(k) not in (None, "", [])}
     if seen.private:
-        logs = {"stdout": result.stdout, "stderr": result.stderr, "compile": result.compile_log, **result.files}
-        out.logs = {name: text for name, text in logs.items() if text.strip()}
+        out.logs = logs_of(result)
+        out.log_urls = {name: logs.url(job.gpu, name) for name in parsed.whole}
     return out
 
 
