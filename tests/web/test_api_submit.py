@@ -14,10 +14,12 @@ from tests.web.conftest import ScriptedRunner, Tokens, bearer, finish, solution,
 
 
 def events_of(stream: str) -> list[tuple[str, dict[str, object]]]:
+    """The events of a stream; its keep-alive comments (``: ping`` after 15 s idle) left out."""
     out = []
     for chunk in stream.strip().split("\n\n"):
         lines = dict(line.split(": ", 1) for line in chunk.splitlines() if not line.startswith(":"))
-        out.append((lines["event"], json.loads(lines["data"])))
+        if lines:
+            out.append((lines["event"], json.loads(lines["data"])))
     return out
 
 
