@@ -1,8 +1,10 @@
 """Building CUDA leaderboards with nvcc, cached by the hash of everything that goes in.
 
 The key covers nvcc's version, the exact flags and every file of the job, so a cache hit is
-the same build byte for byte; the cache holds only successful builds. nvcc runs with the
-child's identity and environment, in the run's work directory, within the run's deadline.
+the same build byte for byte; the cache holds only successful builds, in the job's own scope of
+the build caches (its leaderboard, user and source: harness/workspace.py), so a binary a job
+could have replaced only ever runs in a later job of the same three. nvcc runs with the child's
+identity and environment, in the run's work directory, within the run's deadline.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelcup.harness.process import cache_root, child_environment
+from kernelcup.harness.process import child_environment
 from kernelcup.harness.spec import JobSpec
-from kernelcup.harness.workspace import Workspace
+from kernelcup.harness.workspace import Workspace, job_cache_dir
 
 BINARY = "kernelcup_eval"
 MAX_LOG = 64 * 1024
@@ -90,7 +92,7 @@ def build(spec: JobSpec, workspace: Workspace, deadline: float) -> Build:
         return Build(None, f"task.yml's config.sources lists files the job lacks: {missing or '(none)'}")
     command = nvcc_command(nvcc, spec, gpu_arch())
     key = _cache_key(nvcc, command, spec)
-    cached = cache_root() / "nvcc" / key / BINARY
+    cached = job_cache_dir(spec, "nvcc") / key / BINARY  # the job's own scope: no other job runs what it wrote
     target = workspace.work / BINARY
     if cached.is_file():
         shutil.copyfile(cached, target)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import hashlib
 import importlib.util
 import json
 import os
@@ -51,8 +52,12 @@ WATCHDOG_ENV = "KERNELCUP_HARNESS_WATCHDOG_S"  # debugging: dump every thread's 
 # Debugging: "1" runs the submission's process under cProfile; its profile (cumulative order)
 # ends that process's stdout, so it comes back in the result's stdout.
 PROFILE_ENV = "KERNELCUP_HARNESS_PROFILE"
-CACHE_ENV = "KERNELCUP_CACHE_DIR"  # the build caches (harness/workspace.py) and the bytecode cache below
+CACHE_ENV = "KERNELCUP_CACHE_DIR"  # the build caches (harness/workspace.py)
 BYTECODE_ENV = "KERNELCUP_HARNESS_BYTECODE"  # "off", "on", or "auto": where torch has no bytecode
+# Where bytecode built outside every job is kept (harness/bytecode.py), one folder per
+# interpreter and torch; default: ``harness-bytecode`` in the cache folder.
+BYTECODE_DIR_ENV = "KERNELCUP_HARNESS_BYTECODE_DIR"
+BYTECODE_MANIFEST = "MANIFEST"  # written last by the build: every file's SHA-256
 # "" (default): the sandbox, refusing jobs where it cannot be had; "own-uid": the sandbox as an
 # ordinary user gets it (the job keeps the harness's uid outside its namespace; for tests);
 # "off": no sandbox, for a machine that only ever runs its owner's code.
@@ -71,25 +76,62 @@ def cache_root() -> Path:
     return Path(configured) if configured else Path.home() / ".cache" / "kernelcup"
 
 
+_kept_bytecode: Path | None = None  # the folder keep_bytecode chose, for the job's processes
+
+
+def bytecode_wanted() -> bool:
+    """Whether the harness's processes should read bytecode kept apart from the installs:
+    ``KERNELCUP_HARNESS_BYTECODE=on``, or ``auto`` where torch's install has none of its own."""
+    wanted = os.environ.get(BYTECODE_ENV, "auto")
+    return wanted == "on" or (wanted == "auto" and _lacks_bytecode())
+
+
+def bytecode_folder() -> Path:
+    """Where bytecode for this interpreter and this torch is built (``harness/bytecode.py``):
+    another interpreter or an upgraded torch gets a folder of its own."""
+    configured = os.environ.get(BYTECODE_DIR_ENV)
+    root = Path(configured) if configured else cache_root() / "harness-bytecode"
+    parts = [sys.version, sys.executable]
+    with contextlib.suppress(ImportError, ValueError, OSError):
+        spec = importlib.util.find_spec("torch")
+        if spec is not None and spec.origin:
+            info = os.stat(spec.origin)
+            parts += [spec.origin, str(info.st_mtime_ns), str(info.st_size)]
+    digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+    return root / f"{sys.implementation.cache_tag}-{digest}"
+
+
 def keep_bytecode() -> None:
     """Where torch's install has no bytecode (``PYTHONDONTWRITEBYTECODE``, as on GPU images whose
-    packages were installed without it), keep the harness's in the cache folder instead.
+    packages were installed without it), read the bytecode built for it outside every job.
 
     Without it every process of every job compiles torch's modules from source: one `test` job
-    of a GPU MODE problem on an H100 spent 5.5 s in 1,856 compiles. The harness (trusted code:
-    itself and the leaderboard's) writes it; the submission's process only reads it
-    (:func:`bytecode_cache`), so no submission can plant code that another process runs.
+    of a GPU MODE problem on an H100 spent 5.5 s in 1,856 compiles. The harness runs a
+    leaderboard's code, so it only reads that folder, and only where it cannot change it (the
+    local runner binds it read-only): code planted in a ``.pyc`` would run in every later job's
+    harness and submission process. Nothing writes bytecode in a job.
     """
-    wanted = os.environ.get(BYTECODE_ENV, "auto")
-    if sys.pycache_prefix or wanted == "off" or (wanted != "on" and not _lacks_bytecode()):
+    global _kept_bytecode
+    if sys.pycache_prefix or not bytecode_wanted():
         return
-    folder = cache_root() / "bytecode"
-    try:
-        folder.mkdir(mode=0o755, parents=True, exist_ok=True)
-    except OSError:
+    folder = bytecode_folder()
+    if not (folder / BYTECODE_MANIFEST).is_file() or not read_only_to_us(folder):
         return
     sys.pycache_prefix = str(folder)
-    sys.dont_write_bytecode = False
+    sys.dont_write_bytecode = True
+    _kept_bytecode = folder
+
+
+def read_only_to_us(folder: Path) -> bool:
+    """Whether this process cannot change ``folder``: a read-only mount, or another user's
+    folder it may not write (root may write any, and an owner may make its own writable)."""
+    try:
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return True
+        owner = folder.stat().st_uid
+    except OSError:
+        return False
+    return os.geteuid() != 0 and owner != os.geteuid() and not os.access(folder, os.W_OK)
 
 
 def _lacks_bytecode() -> bool:
@@ -106,8 +148,8 @@ def _lacks_bytecode() -> bool:
 
 
 def bytecode_cache() -> Path | None:
-    """The bytecode the harness keeps (:func:`keep_bytecode`), for the submission's process to read."""
-    return Path(sys.pycache_prefix) if sys.pycache_prefix and not sys.dont_write_bytecode else None
+    """The bytecode the harness reads (:func:`keep_bytecode`), for the submission's process to read."""
+    return _kept_bytecode
 
 
 # Every Python process the harness starts for a job runs with these: ``-P``, no script or working
@@ -379,6 +421,8 @@ class Sandbox:
 
     ``moved``: writable folders the job sees at another path (outside, inside), such as its
     build caches at one fixed path, so a build made by one job is still valid in the next.
+    ``readonly``: folders bound read-only besides the system's and Python's (bytecode built
+    outside every job, for a harness's own sandbox).
     """
 
     identity: Identity
@@ -388,6 +432,7 @@ class Sandbox:
     memory_bytes: int
     tasks: int
     moved: list[tuple[Path, str]] = field(default_factory=list)
+    readonly: list[Path] = field(default_factory=list)
 
     @classmethod
     def create(
@@ -426,7 +471,7 @@ class Sandbox:
         hidden = [p for p in os.environ.get(HIDE_ENV, "").split(os.pathsep) if p]
         policy = {
             "root": str(self.root),
-            "readonly": list(_readonly_folders()),
+            "readonly": sorted({*_readonly_folders(), *map(str, self.readonly)}, key=lambda p: (p.count("/"), p)),
             "hide": hidden,
             "writable": [str(p) for p in self.writable],
             "moved": [[str(outside), inside] for outside, inside in self.moved],
@@ -450,25 +495,27 @@ class Sandbox:
         self.cgroup.close()
 
 
-def harness_sandboxed(command: list[str], folder: Path, cache: Path) -> tuple[list[str], dict[str, str]]:
+def harness_sandboxed(
+    command: list[str], folder: Path, readonly: list[Path] | None = None
+) -> tuple[list[str], dict[str, str]]:
     """For a runner on the bot's machine: ``python -m kernelcup.harness`` in a sandbox of its own.
 
     A leaderboard's own code (``reference.py``) runs in the harness, so the harness too must not
-    reach the bot: it sees its ``folder`` (its temporary folders, written), the build ``cache``,
-    read-only Python and CUDA, the GPU; no network, no other process. Each job's submission
-    then gets its own sandbox inside this one. Where no sandbox can be had the command is
-    returned as it is: the harness refuses the job itself, with the reason. Also returns the
+    reach the bot: it sees its ``folder`` (its temporary folders and its job's build caches,
+    written), read-only Python and CUDA and the ``readonly`` folders (the bytecode built outside
+    every job), the GPU; no network, no other process, no other job's caches. Each job's
+    submission then gets its own sandbox inside this one. Where no sandbox can be had the command
+    is returned as it is: the harness refuses the job itself, with the reason. Also returns the
     variables to add to the harness's environment.
     """
     identity = child_identity()
     if not identity.sandbox:
         return command, {}
     folder.mkdir(parents=True, exist_ok=True)
-    cache.mkdir(parents=True, exist_ok=True)
-    for path in (folder, cache):
+    for path in [folder, *(p for p in folder.rglob("*") if not p.is_symlink())]:
         if identity.uid is not None:
             os.chown(path, identity.uid, identity.gid if identity.gid is not None else -1)
-    outer = Sandbox(identity, folder / "harness-root", [folder, cache], JobCgroup(), 0, 0)
+    outer = Sandbox(identity, folder / "harness-root", [folder], JobCgroup(), 0, 0, readonly=list(readonly or []))
     outer.root.mkdir(mode=0o700, exist_ok=True)
     outside = identity.description.removeprefix("sandbox (namespaces), ")
     return outer.wrap(command, folder, harness=True), {OUTER_ENV: outside}

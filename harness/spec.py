@@ -91,6 +91,11 @@ class JobSpec:
     gpu: GpuInfo = field(default_factory=GpuInfo)
     secret_seed: int | None = None  # ranked mode only; mixed into every case seed
     result_key: str = ""  # hex HMAC key for the result line
+    # Whose job it is: the build caches it may reuse are those of earlier jobs of the same
+    # leaderboard and user, and of the same source (harness/workspace.py, cache_scope). ``leaderboard``
+    # names it and its creator, so a board made again under a deleted one's name by another reuses nothing.
+    leaderboard: str = ""
+    user: str = ""  # the submitter's platform-namespaced identity ("discord:1234")
     version: int = SPEC_VERSION
 
     def to_json(self) -> str:

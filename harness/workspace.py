@@ -1,15 +1,21 @@
-"""The directories of one run and the per-submission build caches.
+"""The directories of one run and the job's build caches.
 
 ``harness/``: the leaderboard's files as the harness imports them (0700, never the
 submission's). ``work/``: every file, the submission included; the child's cwd, writable by it.
-``home/``: the child's HOME and TMPDIR. ``root/``: the sandbox's mount point. Caches for
-``load_inline``, Triton and ``torch.compile`` builds live under ``$KERNELCUP_CACHE_DIR`` (default
-``~/.cache/kernelcup``), one directory per submission hash, so a submission can only ever reuse
-or spoil its own builds. A sandboxed job never sees that folder: its cache is copied into the
-job's ``cache/`` before the job, which the job sees at one fixed path (:data:`SANDBOX_CACHE`), and
-what the job built or changed is copied back after it. The fixed path and the files' times, kept
-both ways, are what let a ``load_inline`` build (ninja files that name their sources by absolute
-path, outputs judged by time) be found up to date by the next job instead of built again.
+``home/``: the child's HOME and TMPDIR. ``root/``: the sandbox's mount point.
+
+Caches for ``load_inline``, Triton, ``torch.compile`` and nvcc builds live under
+``$KERNELCUP_CACHE_DIR`` (default ``~/.cache/kernelcup``) in ``<kind>/<scope>/``, one scope per
+leaderboard, user and submission source (:func:`cache_scope`). Whatever a job writes there — the
+submission, or the leaderboard's own code in the harness — only a later job of the same
+leaderboard, user and source reads: code that was in every such job anyway. The local runner
+gives each harness a copy of its job's scope alone (:func:`stage_caches`, :func:`keep_caches`),
+so no job sees another's. A sandboxed job never sees that folder either: its cache is copied
+into the job's ``cache/`` before the job, which the job sees at one fixed path
+(:data:`SANDBOX_CACHE`), and what the job built or changed is copied back after it. The fixed
+path and the files' times, kept both ways, are what let a ``load_inline`` build (ninja files that
+name their sources by absolute path, outputs judged by time) be found up to date by the next job
+instead of built again.
 """
 
 from __future__ import annotations
@@ -23,10 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from kernelcup.harness.process import CACHE_ENV as CACHE_ENV
-from kernelcup.harness.process import Identity, Sandbox, bytecode_cache, cache_root
+from kernelcup.harness.process import Identity, Sandbox, cache_root
 from kernelcup.harness.spec import JobSpec
 
-CACHE_COPY_LIMIT = 2 << 30  # bytes of one submission's build cache copied back after a job
+CACHE_COPY_LIMIT = 2 << 30  # bytes of one kind of a job's build cache copied after a job
+KINDS = ("torch_extensions", "triton", "torchinductor", "nvcc")  # the build caches, one folder each
 SANDBOX_CACHE = "/kernelcup-cache"  # where a sandboxed job sees its build caches
 # torch's FileBaton: a build killed by a time limit leaves it behind, and every later load of that
 # extension would wait on it forever; never carried from one job to the next.
@@ -37,9 +44,21 @@ class WorkspaceError(Exception):
     """The spec's files cannot be laid out (a bad file name): a harness ERROR."""
 
 
-def cache_dir(kind: str, key: str) -> Path:
-    """The shared build cache of one submission (``key``: its source) for ``kind``."""
-    return cache_root() / kind / hashlib.sha256(key.encode()).hexdigest()[:32]
+def cache_scope(source: str, leaderboard: str = "", user: str = "") -> str:
+    """The folder name of the builds that jobs of one leaderboard, user and source share."""
+    key = "\0".join((leaderboard, user, source))
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def cache_dir(kind: str, source: str, leaderboard: str = "", user: str = "") -> Path:
+    """The build cache for ``kind`` of the jobs of ``source`` by ``user`` on ``leaderboard``."""
+    return cache_root() / kind / cache_scope(source, leaderboard, user)
+
+
+def job_cache_dir(spec: JobSpec, kind: str, root: Path | None = None) -> Path:
+    """The job's build cache for ``kind``, under ``root`` (default: the cache folder)."""
+    scope = cache_scope(spec.files.get(spec.submission_name, ""), spec.leaderboard, spec.user)
+    return (root or cache_root()) / kind / scope
 
 
 def _safe_name(name: str) -> PurePosixPath:
@@ -131,18 +150,17 @@ class Workspace:
             for name in files:
                 os.chown(os.path.join(root, name), self.identity.uid, self.identity.gid or -1)
 
-    def build_cache(self, kind: str, key: str) -> Path:
-        """A build-cache directory for this submission (``kind``: torch_extensions, triton).
+    def build_cache(self, kind: str, spec: JobSpec) -> Path:
+        """A build-cache directory for this job (``kind``: torch_extensions, triton).
 
         Prepared once per job: a later process of the job (a fresh one for another round) is
         given the same folder, never a second copy over what the job has already written."""
         if kind in self.prepared:
             return self.prepared[kind]
-        self.prepared[kind] = self._build_cache(kind, key)
+        self.prepared[kind] = self._build_cache(kind, job_cache_dir(spec, kind))
         return self.prepared[kind]
 
-    def _build_cache(self, kind: str, key: str) -> Path:
-        path = cache_dir(kind, key)
+    def _build_cache(self, kind: str, path: Path) -> Path:
         if self.sandbox is not None:
             local = self.sandbox_cache / kind
             local.mkdir(exist_ok=True)
@@ -178,9 +196,6 @@ class Workspace:
                 for left in path.glob(f"*/{name}"):
                     left.unlink(missing_ok=True)
         shutil.rmtree(self.base, ignore_errors=True)
-        kept = bytecode_cache()
-        if kept is not None:  # the bytecode of this job's own files (the leaderboard's): never reused
-            shutil.rmtree(kept / str(self.base).lstrip("/"), ignore_errors=True)
 
 
 def _copy_tree(source: Path, target: Path, limit: int) -> int:
@@ -236,14 +251,40 @@ def _same_file(info: os.stat_result, destination: Path) -> bool:
 
 def build_cache_env(spec: JobSpec, workspace: Workspace) -> dict[str, str]:
     """Where the submission's builds (``load_inline``, Triton) are kept, as environment variables."""
-    key = spec.files[spec.submission_name]
     return {
-        "TORCH_EXTENSIONS_DIR": str(workspace.build_cache("torch_extensions", key)),
-        "TRITON_CACHE_DIR": str(workspace.build_cache("triton", key)),
+        "TORCH_EXTENSIONS_DIR": str(workspace.build_cache("torch_extensions", spec)),
+        "TRITON_CACHE_DIR": str(workspace.build_cache("triton", spec)),
         # torch.compile's own cache (else under the job's /tmp, gone with it): a rerun of the same
         # source from the terminal finds its compiled graphs instead of compiling again.
-        "TORCHINDUCTOR_CACHE_DIR": str(workspace.build_cache("torchinductor", key)),
+        "TORCHINDUCTOR_CACHE_DIR": str(workspace.build_cache("torchinductor", spec)),
         # Triton's autotuner keeps its choice in that cache: a submission re-run on this
         # machine (a repeat, the final standings) runs the configuration it chose before.
         "TRITON_CACHE_AUTOTUNING": "1",
     }
+
+
+def stage_caches(spec: JobSpec, store: Path, staged: Path) -> None:
+    """For a runner: copy the job's build caches from the cache folder ``store`` into ``staged``
+    (the folder its harness takes for its cache folder), owned as ``staged`` is (by the harness's
+    user). The harness sees no other job's builds, and writes nowhere another job reads."""
+    for kind in KINDS:
+        source, target = job_cache_dir(spec, kind, store), job_cache_dir(spec, kind, staged)
+        target.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            _copy_tree(source, target, CACHE_COPY_LIMIT)
+    owner = staged.stat()
+    if os.geteuid() == 0 and (owner.st_uid, owner.st_gid) != (0, 0):
+        for folder, dirs, files in os.walk(staged):
+            for name in [folder, *(os.path.join(folder, entry) for entry in dirs + files)]:
+                os.lchown(name, owner.st_uid, owner.st_gid)
+
+
+def keep_caches(spec: JobSpec, staged: Path, store: Path) -> None:
+    """For a runner, once the job's harness has ended: keep what the job built or changed in its
+    build caches in the cache folder ``store``. The job wrote ``staged``: its links and special
+    files are not copied (:func:`_copy_tree`)."""
+    for kind in KINDS:
+        try:
+            _copy_tree(job_cache_dir(spec, kind, staged), job_cache_dir(spec, kind, store), CACHE_COPY_LIMIT)
+        except OSError:
+            continue  # a cache is an optimisation: a job never fails for it

@@ -8,6 +8,11 @@ On a GPU the runner keeps one harness started ahead of the next job (``runners.l
 in config): it imports torch and starts the submission's process, both with their CUDA
 contexts, then waits for a spec on stdin. A job takes it and the next one is started when that
 job ends, never while one is being timed. Every job still gets its own fresh processes.
+
+Build caches are the runner's (``KERNELCUP_CACHE_DIR``): a harness is given a copy of its own
+job's (its leaderboard's, user's and source's, harness/workspace.py) and never sees the folder,
+and what the job built is kept once the harness has ended. Bytecode shared by every harness is
+built by the runner outside every job and bound read-only (harness/bytecode.py).
 """
 
 from __future__ import annotations
@@ -30,8 +35,18 @@ import structlog
 
 from kernelcup.core.config import Settings
 from kernelcup.core.pipeline.runner import ProgressCallback, RunContext, RunnerError
-from kernelcup.harness.process import HARNESS_DIR, IMPORT_ROOT, cache_root, harness_sandboxed
+from kernelcup.harness import bytecode
+from kernelcup.harness.process import (
+    BYTECODE_DIR_ENV,
+    CACHE_ENV,
+    HARNESS_DIR,
+    IMPORT_ROOT,
+    cache_root,
+    child_identity,
+    harness_sandboxed,
+)
 from kernelcup.harness.spec import JobSpec, Progress, Result, ResultReader, SpecError
+from kernelcup.harness.workspace import keep_caches, stage_caches
 from kernelcup.runners.cards import CardPool
 
 log = structlog.get_logger(__name__)
@@ -134,7 +149,9 @@ class LocalRunner:
         self._standby: _Harness | None = None
         self._closed = False
         self._one_shot = False
-        self._hide = _runner_folders(settings)
+        # Every job's build caches are the runner's: a harness gets a copy of its own job's alone,
+        # and the folder is covered should a bind of its sandbox bring it in.
+        self._hide = [*_runner_folders(settings), *([str(self._cache)] if self._sandbox_harness else [])]
 
     async def start(self, one_shot: bool = False) -> None:
         """Start the first standby harness (called when the bot starts). ``one_shot``: the process
@@ -158,11 +175,13 @@ class LocalRunner:
 
     async def _spawn(self, prefix: str, devices: str | None = None) -> _Harness:
         workdir = tempfile.mkdtemp(prefix=prefix)
+        (Path(workdir) / "cache").mkdir()  # its job's build caches, staged when the job comes
         command, env = self._command, self._environment(workdir)
         if devices is not None:
             env["CUDA_VISIBLE_DEVICES"] = devices
         if self._sandbox_harness:  # a leaderboard's code runs in the harness: it gets a sandbox too
-            command, extra = harness_sandboxed(command, Path(workdir), self._cache)
+            readonly = await self._bytecode(env)
+            command, extra = harness_sandboxed(command, Path(workdir), readonly)
             env.update(extra)
         try:
             process = await asyncio.create_subprocess_exec(
@@ -187,12 +206,23 @@ class LocalRunner:
         runner's own folders named for the sandbox to cover should a bind bring them in."""
         env = harness_env()
         env["TMPDIR"] = workdir
-        env["KERNELCUP_CACHE_DIR"] = str(self._cache)
+        env[CACHE_ENV] = str(Path(workdir) / "cache")
         if self._sandbox_harness:
             env["HOME"] = workdir  # the runner's home is not in the harness's sandbox
         if self._hide:
             env["KERNELCUP_SANDBOX_HIDE"] = os.pathsep.join(self._hide)
         return env
+
+    async def _bytecode(self, env: dict[str, str]) -> list[Path]:
+        """The bytecode folder a sandboxed harness reads (harness/bytecode.py: built by this
+        runner outside every job, checked, bound read-only), where one is wanted."""
+        if not child_identity().sandbox:
+            return []  # an unsandboxed harness could rewrite it, and so reads none
+        folder = await asyncio.to_thread(bytecode.ensure, harness_env())
+        if folder is None:
+            return []
+        env[BYTECODE_DIR_ENV] = str(folder.parent)
+        return [folder]
 
     def _standby_devices(self) -> str | None:
         """The standby waits on the first card (the one a lone single-GPU job takes first)."""
@@ -285,7 +315,11 @@ class LocalRunner:
         process, workdir = harness.process, harness.workdir
         self._processes[context.job_id] = process
         stderr_reader = asyncio.create_task(_keep_tail(process, stderr))
+        staged = Path(workdir) / "cache"
         try:
+            # Only this job's builds (its leaderboard's, user's and source's) reach its harness.
+            with suppress(OSError):  # a cache is an optimisation: a job never fails for it
+                await asyncio.to_thread(stage_caches, spec, self._cache, staged)
             async with asyncio.timeout(context.limit_s):
                 result = await self._talk(process, spec, on_progress)
                 if result is None:
@@ -305,6 +339,7 @@ class LocalRunner:
             with suppress(TimeoutError):
                 await asyncio.wait_for(_reap(process, stderr_reader), EXIT_GRACE_S)
             stderr_reader.cancel()
+            await asyncio.to_thread(keep_caches, spec, staged, self._cache)  # the harness has ended
             await asyncio.to_thread(shutil.rmtree, workdir, True)
             if not self._one_shot:
                 await self._refill()  # after the job: at concurrency 1 it never starts beside a timed one

@@ -28,7 +28,7 @@ class JobSpecError(Exception):
 def build_spec(session: Session, job: Job, settings: Settings) -> JobSpec:
     from sqlmodel import select
 
-    from kernelcup.core.store.models import FINAL_MODE, Code, Leaderboard, LeaderboardFile, Submission
+    from kernelcup.core.store.models import FINAL_MODE, Code, Leaderboard, LeaderboardFile, Submission, User
 
     submission = session.get(Submission, job.submission_id)
     if submission is None:
@@ -39,6 +39,11 @@ def build_spec(session: Session, job: Job, settings: Settings) -> JobSpec:
     leaderboard = session.get(Leaderboard, submission.leaderboard_id)
     if leaderboard is None:
         raise JobSpecError(f"leaderboard {submission.leaderboard_id} no longer exists")
+    user = session.get(User, submission.user_id)
+    if user is None:
+        raise JobSpecError(f"the user of submission {submission.id} no longer exists")
+    # Whose code runs in the harness besides the submission: the creator's (none: the operator's folder).
+    creator = session.get(User, leaderboard.creator_id) if leaderboard.creator_id is not None else None
     rows = session.exec(
         select(LeaderboardFile).where(LeaderboardFile.leaderboard_id == leaderboard.id)
     )
@@ -62,6 +67,8 @@ def build_spec(session: Session, job: Job, settings: Settings) -> JobSpec:
             device="cpu" if job.gpu == "cpu" else "cuda",
             secret_seed=leaderboard.secret_seed,
             default_timeout_s=settings.limits.default_timeout_s,
+            leaderboard=f"{leaderboard.name} by {creator.identity if creator else 'the operator'}",
+            user=user.identity,
         )
     except (ValueError, KeyError, TypeError, StopIteration) as exc:
         raise JobSpecError(
@@ -80,10 +87,13 @@ def spec_for(
     device: str,
     secret_seed: int | None,
     default_timeout_s: float,
+    leaderboard: str = "",
+    user: str = "",
 ) -> JobSpec:
     """The harness's spec for ``code`` on a leaderboard (its parsed task.yml and files).
 
-    ``secret_seed`` reaches the spec in ranked mode only: elsewhere it would only leak."""
+    ``secret_seed`` reaches the spec in ranked mode only: elsewhere it would only leak.
+    ``leaderboard`` and ``user`` say whose earlier builds the job may reuse (JobSpec)."""
     submission_name = submission_file_name(task)
     return JobSpec(
         job_id=job_id,
@@ -96,4 +106,6 @@ def spec_for(
         gpu=gpu,
         secret_seed=secret_seed if mode is Mode.RANKED else None,
         result_key=secrets.token_hex(32),
+        leaderboard=leaderboard,
+        user=user,
     )

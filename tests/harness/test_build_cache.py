@@ -1,4 +1,4 @@
-"""Per-submission build caches carried from one job to the next (harness/workspace.py).
+"""Build caches carried from one job to the next of the same leaderboard, user and source (harness/workspace.py).
 
 A ``load_inline`` build is a ninja build: ``build.ninja`` names each source by absolute path and
 ninja judges outputs by their times. A job's cache is a copy (the sandbox never sees the shared
@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from kernelcup.harness import workspace as ws
-from kernelcup.harness.process import BYTECODE_ENV
 from kernelcup.harness.spec import Status
 from tests.harness.conftest import LEADERBOARDS, leaderboard_spec, run_harness, submission
 
@@ -131,42 +130,3 @@ def test_a_later_process_of_the_job_gets_the_same_cache_and_no_second_copy(
     finally:
         workspace.cleanup()
 
-
-BYTECODE_PROBE = """
-import os, sys
-from task import input_t, output_t
-
-kept = os.environ.get("PYTHONPYCACHEPREFIX", "")
-try:
-    with open(os.path.join(kept, "planted.pyc"), "wb") as planted:
-        planted.write(b"code for the next process")
-    wrote = "wrote"
-except OSError as exc:
-    wrote = type(exc).__name__
-print("bytecode-probe", repr(kept), sys.dont_write_bytecode, wrote)
-
-
-def custom_kernel(data: input_t) -> output_t:
-    a, b, out = data
-    out.copy_(a * 2 + b)
-    return out
-"""
-
-
-def test_where_torch_has_no_bytecode_the_harness_keeps_its_own_and_the_job_only_reads_it(tmp_path: Path) -> None:
-    # "on" stands for an install without bytecode ("auto" looks for torch's own), as on GPU
-    # images that set PYTHONDONTWRITEBYTECODE.
-    env = {ws.CACHE_ENV: str(tmp_path / "cache"), "PYTHONDONTWRITEBYTECODE": "1", BYTECODE_ENV: "on"}
-    spec = leaderboard_spec(LEADERBOARDS / "addmul", BYTECODE_PROBE)
-    result = run_harness(spec, env=env).outcome()
-    assert result.status is Status.PASSED, result.verdict
-    kept = tmp_path / "cache" / "bytecode"
-    # The harness's own imports (torch's modules among them) are compiled once, into the cache.
-    assert any(kept.rglob("torch/__init__.*.pyc"))
-    line = next(line for line in result.stdout.splitlines() if line.startswith("bytecode-probe"))
-    assert line.split()[1:3] == [repr(str(kept)), "True"], line  # it reads there and writes nowhere
-    # ...and whatever it tries, it cannot put code there for another process to run.
-    assert line.split()[3] != "wrote" and not (kept / "planted.pyc").exists(), line
-    # The job's own files (the leaderboard's reference, under the job's temporary folder) leave
-    # no bytecode behind: only the installed packages' is kept.
-    assert not any(kept.rglob("reference.*.pyc"))
