@@ -143,6 +143,10 @@ def main(argv: list[str]) -> int:
     _arm_watchdog()
     isolation = _enter_user_namespace() if userns == "1" else ""
     _die_with_parent(int(parent_pid))
+    if parent_pid == "0":  # in the sandbox, whose job reads this command line: the interpreter's path
+        from kernelcup.harness.sandbox import show_arguments  # may lie in the bot's checkout (a venv)
+
+        show_arguments([os.path.basename(sys.orig_argv[0]), *sys.orig_argv[1:]])
     from kernelcup.harness.channel import Channel
 
     channel = Channel(socket.socket(fileno=int(sock_fd)))

@@ -101,6 +101,7 @@ def build(spec: JobSpec, workspace: Workspace, deadline: float) -> Build:
     # nvcc reads the submission's source: it runs in the sandbox, so an #include of a server
     # file finds nothing.
     run_command = workspace.sandbox.wrap(command, workspace.work) if workspace.sandbox is not None else command
+    passed = workspace.sandbox.pass_fds if workspace.sandbox is not None else ()
     try:
         completed = subprocess.run(
             run_command,
@@ -109,6 +110,7 @@ def build(spec: JobSpec, workspace: Workspace, deadline: float) -> Build:
             capture_output=True,
             stdin=subprocess.DEVNULL,
             timeout=max(1.0, deadline - time.monotonic()),
+            pass_fds=passed,
             start_new_session=True,
             **workspace.identity.popen_credentials(),
         )

@@ -123,8 +123,10 @@ def _run_binary(
     identity = workspace.identity
     env = child_environment(workspace.home, {"POPCORN_FD": str(write_fd)})
     command = [*userns_prefix(identity), str(binary), mode, cases_file.name]
+    passed: tuple[int, ...] = (write_fd,)
     if workspace.sandbox is not None:
         command = workspace.sandbox.wrap(command, workspace.work)
+        passed += workspace.sandbox.pass_fds
     try:
         popen = subprocess.Popen(
             command,
@@ -133,7 +135,7 @@ def _run_binary(
             stdin=subprocess.DEVNULL,
             stdout=out_write,
             stderr=err_write,
-            pass_fds=(write_fd,),
+            pass_fds=passed,
             start_new_session=True,
             **identity.popen_credentials(),
         )

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelcup.harness import uids
 from kernelcup.harness.cgroups import JobCgroup
 from kernelcup.harness.channel import Channel
 from kernelcup.harness.spec import Status
@@ -43,11 +44,16 @@ from kernelcup.harness.verdict import RunEnded
 IMPORT_ROOT = Path(__file__).absolute().parents[2].resolve()
 HARNESS_DIR = Path(__file__).resolve().parent  # the folder the harness really lives in
 STREAM_KEEP = 1 << 20  # bytes of each stream kept (the result shows 16 KiB; the rest a file)
-USER_ENV = "KERNELCUP_HARNESS_USER"  # "" or "none" keeps the harness's uid
+# A root harness's jobs run as a uid of their own (harness/uids.py) unless this names a user to
+# run them as instead (``nobody``, say). Without the sandbox: "" or "none" keeps the harness's uid.
+USER_ENV = "KERNELCUP_HARNESS_USER"
 # Operator switches for a machine where a layer of isolation breaks the GPU (each "0" turns
 # one layer off; the result's system.isolation says what was in force).
 USERNS_ENV = "KERNELCUP_HARNESS_USERNS"
 DUMPABLE_OFF_ENV = "KERNELCUP_HARNESS_NONDUMPABLE"
+# "0": no system-call filter in the job's sandbox (harness/seccomp.py). Read by the harness when
+# it starts a job's process, never by anything the job runs; the tests' control runs use it.
+SECCOMP_ENV = "KERNELCUP_HARNESS_SECCOMP"
 WATCHDOG_ENV = "KERNELCUP_HARNESS_WATCHDOG_S"  # debugging: dump every thread's stack after N s
 # Debugging: "1" runs the submission's process under cProfile; its profile (cumulative order)
 # ends that process's stdout, so it comes back in the result's stdout.
@@ -246,6 +252,7 @@ class Identity:
     userns: bool = False  # no sandbox: the child moves itself into a new user namespace
     sandbox: bool = False
     refused: str = ""  # why this machine cannot run a job safely (the job is refused)
+    lease: uids.Lease | None = None  # holds ``uid`` for this job alone while open (harness/uids.py)
 
     def popen_credentials(self) -> dict[str, Any]:
         """``subprocess.Popen`` arguments for the uid drop; the sandbox maps ids itself."""
@@ -254,7 +261,14 @@ class Identity:
         return {"user": self.uid, "group": self.gid, "extra_groups": []}
 
 
+def sandboxed() -> bool:
+    """Whether this machine's jobs get the sandbox (without reserving a uid for one)."""
+    return os.environ.get(SANDBOX_ENV, "") != "off" and not namespaces_unavailable()
+
+
 def child_identity() -> Identity:
+    """Who the job's processes are. A root harness's job gets a uid of its own, reserved for as
+    long as this process (or a sandbox launcher it hands the lease to) lives."""
     choice = os.environ.get(SANDBOX_ENV, "")
     if choice == "off":
         identity = _child_identity()
@@ -271,13 +285,36 @@ def child_identity() -> Identity:
         return Identity(None, None, described, sandbox=True)
     if os.geteuid() != 0 or choice == "own-uid":
         return Identity(None, None, f"sandbox (namespaces), uid {os.geteuid()} outside", sandbox=True)
-    wanted = os.environ.get(USER_ENV, "nobody") or "nobody"
+    wanted = os.environ.get(USER_ENV, "")
+    if not wanted:
+        return _leased_identity()
     try:
         entry = pwd.getpwnam(wanted)
     except KeyError:
         return Identity(None, None, f"sandbox (namespaces), uid 0 outside (no user {wanted!r})", sandbox=True)
     gid = entry.pw_gid if _gpu_nodes_open_to_all() else _gpu_group(entry.pw_gid)
     return Identity(entry.pw_uid, gid, f"sandbox (namespaces), uid {entry.pw_uid} ({wanted}) outside", sandbox=True)
+
+
+def _leased_identity() -> Identity:
+    """A root harness's job: a uid of ``KERNELCUP_SANDBOX_UID_RANGE`` no other job holds, the same
+    number for its gid (or the GPU's group where its device nodes are closed to others)."""
+    try:
+        wanted = uids.configured_range()
+    except uids.UidError as exc:
+        return Identity(None, None, f"no sandbox: {exc}", refused=str(exc))
+    if not uids.mapped(wanted):
+        why = (f"the uids {wanted.start}-{wanted.stop - 1} ({uids.RANGE_ENV}) do not exist in this machine's user "
+               f"namespace: set {uids.RANGE_ENV} to uids it has, or {USER_ENV} to a user to run jobs as")
+        return Identity(None, None, f"no sandbox: {why}", refused=why)
+    try:
+        lease = uids.lease(wanted)
+    except (uids.UidError, OSError) as exc:
+        why = f"no uid could be reserved for the job: {exc}"
+        return Identity(None, None, f"no sandbox: {why}", refused=why)
+    gid = lease.uid if _gpu_nodes_open_to_all() else _gpu_group(lease.uid)
+    described = f"sandbox (namespaces), uid {lease.uid} outside (the job's own, of {uids.RANGE_ENV})"
+    return Identity(lease.uid, gid, described, sandbox=True, lease=lease)
 
 
 def namespaces_unavailable() -> str:
@@ -433,6 +470,8 @@ class Sandbox:
     tasks: int
     moved: list[tuple[Path, str]] = field(default_factory=list)
     readonly: list[Path] = field(default_factory=list)
+    _policy_fd: int | None = None  # the policy every process of the job is started with
+    _policy_for: tuple[str, bool] | None = None  # its (cwd, harness)
 
     @classmethod
     def create(
@@ -451,11 +490,34 @@ class Sandbox:
             limits.append(f"memory {self.memory_bytes >> 20} MiB (rlimit)")
         if not any("tasks" in applied for applied in limits):
             limits.append(f"{self.tasks} tasks (rlimit)")
-        return f"{self.identity.description}; limits: {', '.join(limits)}"
+        filtered = "system-call filter" if syscall_filter() else f"no system-call filter ({SECCOMP_ENV}=0)"
+        return f"{self.identity.description}; {filtered}; limits: {', '.join(limits)}"
+
+    @property
+    def pass_fds(self) -> tuple[int, ...]:
+        """The descriptors a process started with :meth:`wrap`'s command must inherit
+        (``subprocess.Popen(pass_fds=...)``): the policy, and the lease on the job's uid, which
+        its sandbox's launcher keeps while it lives."""
+        if self._policy_fd is None:
+            raise RuntimeError("no command was wrapped yet")
+        lease = self.identity.lease
+        return (self._policy_fd, *([lease.fd] if lease is not None else []))
 
     def wrap(self, command: list[str], cwd: Path, harness: bool = False) -> list[str]:
         """``command`` as the sandbox launcher runs it, in ``cwd``; ``harness``: the harness's
-        own sandbox, whose limits are those of the jobs' sandboxes inside it."""
+        own sandbox, whose limits are those of the jobs' sandboxes inside it, and which has no
+        system-call filter (it builds the jobs' sandboxes). Start it with :attr:`pass_fds`.
+
+        The policy goes to the launcher in a file descriptor, never on its command line (the
+        job's ``/proc/1/cmdline``, anyone's ``ps``): it names the bot's own folders."""
+        if self._policy_for is None:
+            self._policy_fd = _policy_file(self._policy(cwd, harness))
+            self._policy_for = (str(cwd), harness)
+        elif self._policy_for != (str(cwd), harness):
+            raise ValueError(f"a job's processes share one policy: {cwd} is not {self._policy_for[0]}")
+        return [sys.executable, "-I", "-S", str(SANDBOX_SCRIPT), f"--policy-fd={self._policy_fd}", *command]
+
+    def _policy(self, cwd: Path, harness: bool) -> dict[str, Any]:
         gpu = _gpu_devices()
         limits = {"CORE": 0} if harness else {
             "NOFILE": 4096,
@@ -488,29 +550,73 @@ class Sandbox:
             # A job's launcher dies with the harness (so its keeper, init and job do too), even
             # when the harness is SIGKILLed; the harness's own sandbox is the runner's to end.
             "parent_pid": None if harness else os.getpid(),
+            "syscall_filter": not harness and syscall_filter(),
+            # The launcher keeps the lease on the job's uid open until it ends (a runner hands a
+            # harness's lease over to it): no other job gets the uid while this one runs.
+            "keep_fds": [identity.lease.fd] if identity.lease is not None else [],
         }
-        return [sys.executable, "-I", "-S", str(SANDBOX_SCRIPT), json.dumps(policy), *command]
+        return policy
 
     def close(self) -> None:
         self.cgroup.close()
+        if self._policy_fd is not None:
+            os.close(self._policy_fd)
+            self._policy_fd = None
 
 
-def harness_sandboxed(
-    command: list[str], folder: Path, readonly: list[Path] | None = None
-) -> tuple[list[str], dict[str, str]]:
+def syscall_filter() -> bool:
+    """Whether jobs get the system-call filter (``harness/seccomp.py``): always, unless the
+    operator (or a test's control run) set ``KERNELCUP_HARNESS_SECCOMP=0`` for the harness."""
+    return os.environ.get(SECCOMP_ENV) != "0"
+
+
+def _policy_file(policy: dict[str, Any]) -> int:
+    """A descriptor of an anonymous file holding ``policy`` (read from its start by each launcher)."""
+    fd = os.memfd_create("kernelcup-sandbox-policy", os.MFD_CLOEXEC)
+    data = json.dumps(policy).encode()
+    written = 0
+    while written < len(data):
+        written += os.write(fd, data[written:])
+    return fd
+
+
+@dataclass
+class HarnessLaunch:
+    """How a runner starts a harness (:func:`harness_sandboxed`): ``command`` with ``env`` added
+    to its environment and ``pass_fds`` inherited; :meth:`started` once it has been started (or
+    failed to start), which closes the runner's copies of those descriptors."""
+
+    command: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    sandbox: Sandbox | None = None
+
+    @property
+    def pass_fds(self) -> tuple[int, ...]:
+        return self.sandbox.pass_fds if self.sandbox is not None else ()
+
+    def started(self) -> None:
+        if self.sandbox is not None:
+            self.sandbox.close()
+            if self.sandbox.identity.lease is not None:  # the harness's sandbox launcher holds it now
+                self.sandbox.identity.lease.release()
+
+
+def harness_sandboxed(command: list[str], folder: Path, readonly: list[Path] | None = None) -> HarnessLaunch:
     """For a runner on the bot's machine: ``python -m kernelcup.harness`` in a sandbox of its own.
 
     A leaderboard's own code (``reference.py``) runs in the harness, so the harness too must not
     reach the bot: it sees its ``folder`` (its temporary folders and its job's build caches,
     written), read-only Python and CUDA and the ``readonly`` folders (the bytecode built outside
-    every job), the GPU; no network, no other process, no other job's caches. Each job's
-    submission then gets its own sandbox inside this one. Where no sandbox can be had the command
-    is returned as it is: the harness refuses the job itself, with the reason. Also returns the
-    variables to add to the harness's environment.
+    every job), the GPU; no network, no other process, no other job's caches. As root it runs
+    as a uid of its own (harness/uids.py), which its job keeps. Each job's submission then gets
+    its own sandbox inside this one. Where no sandbox can be had the command is returned as it
+    is: the harness refuses the job itself, with the reason.
     """
     identity = child_identity()
     if not identity.sandbox:
-        return command, {}
+        if identity.lease is not None:
+            identity.lease.release()
+        return HarnessLaunch(command)
     folder.mkdir(parents=True, exist_ok=True)
     for path in [folder, *(p for p in folder.rglob("*") if not p.is_symlink())]:
         if identity.uid is not None:
@@ -518,7 +624,7 @@ def harness_sandboxed(
     outer = Sandbox(identity, folder / "harness-root", [folder], JobCgroup(), 0, 0, readonly=list(readonly or []))
     outer.root.mkdir(mode=0o700, exist_ok=True)
     outside = identity.description.removeprefix("sandbox (namespaces), ")
-    return outer.wrap(command, folder, harness=True), {OUTER_ENV: outside}
+    return HarnessLaunch(outer.wrap(command, folder, harness=True), {OUTER_ENV: outside}, outer)
 
 
 def sandbox_failure(stderr: str) -> RunEnded | None:
@@ -621,8 +727,10 @@ def spawn(
     out_read, out_write = os.pipe()
     err_read, err_write = os.pipe()
     argv = [part.replace(channel_fd_placeholder, str(theirs.fileno())) for part in command]
+    passed: tuple[int, ...] = (theirs.fileno(),)
     if sandbox is not None:
         argv = sandbox.wrap(argv, workdir)
+        passed += sandbox.pass_fds
     try:
         popen = subprocess.Popen(
             argv,
@@ -631,7 +739,7 @@ def spawn(
             stderr=err_write,
             cwd=workdir,
             env=env,
-            pass_fds=(theirs.fileno(),),
+            pass_fds=passed,
             close_fds=True,
             start_new_session=True,
             **identity.popen_credentials(),

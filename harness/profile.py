@@ -54,8 +54,10 @@ def _run(
     out_read, out_write = os.pipe()
     err_read, err_write = os.pipe()
     identity = workspace.identity
+    passed: tuple[int, ...] = ()
     if workspace.sandbox is not None:  # ncu too: it runs the submission's code
         command = workspace.sandbox.wrap(command, workspace.work)
+        passed = workspace.sandbox.pass_fds
     credentials = identity.popen_credentials() if user else {}
     try:
         popen = subprocess.Popen(
@@ -65,6 +67,7 @@ def _run(
             stdin=subprocess.DEVNULL,
             stdout=out_write,
             stderr=err_write,
+            pass_fds=passed,
             start_new_session=True,
             **credentials,
         )
@@ -245,18 +248,14 @@ def _profile_ncu(
             )
         rep = f"{report}.ncu-rep"
         importing = [ncu, "--import", rep, "--csv", "--page", "raw", "--metrics", ",".join(NCU_METRICS)]
+        details_command = [ncu, "--import", rep, "--page", "details"]
+        passed: tuple[int, ...] = ()
         if workspace.sandbox is not None:  # the report was written where the submission could change it
             importing = workspace.sandbox.wrap(importing, workspace.work)
-        raw = subprocess.run(
-            importing,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        details_command = [ncu, "--import", rep, "--page", "details"]
-        if workspace.sandbox is not None:
             details_command = workspace.sandbox.wrap(details_command, workspace.work)
-        details = subprocess.run(details_command, capture_output=True, text=True, timeout=120)
+            passed = workspace.sandbox.pass_fds
+        raw = subprocess.run(importing, capture_output=True, text=True, timeout=120, pass_fds=passed)
+        details = subprocess.run(details_command, capture_output=True, text=True, timeout=120, pass_fds=passed)
         summary, total_ns = _ncu_summary(raw.stdout)
         result.files[f"ncu_{index}.txt"] = details.stdout[:MAX_REPORT]
         result.files[f"ncu_{index}.csv"] = raw.stdout[:MAX_REPORT]

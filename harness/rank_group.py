@@ -190,6 +190,7 @@ class RankGroup:
         ]
         if workspace.sandbox is not None:
             command = workspace.sandbox.wrap(command, workspace.work)
+            passed += workspace.sandbox.pass_fds
         err_read, err_write = os.pipe()
         try:
             self.launcher = subprocess.Popen(

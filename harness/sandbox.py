@@ -1,8 +1,11 @@
 """The sandbox a submission runs in: its own namespaces, its own view of the machine, limits.
 
-Run as a script (``python -I -S harness/sandbox.py POLICY_JSON COMMAND...``) by
+Run as a script (``python -I -S harness/sandbox.py --policy-fd=N COMMAND...``) by
 ``harness/process.py``; standard library only, so it starts in a few milliseconds and imports
-nothing the submission could have touched. Three processes:
+nothing the submission could have touched. The policy (a JSON object) is read from file
+descriptor ``N``, never from the command line: the init's command line is the job's
+``/proc/1/cmdline``, and the launcher's is readable by every user of the machine, while the
+policy names the bot's own folders (the ones to hide). Three processes:
 
 * the *launcher* (this script's first process) stays in the caller's namespaces, joins the
   job's cgroup, and writes the user-id maps of the next one (only a process outside a new user
@@ -12,7 +15,9 @@ nothing the submission could have touched. Three processes:
   read-only system and Python folders, the job's own folders writable, ``/dev`` with only the
   GPU's and a few harmless nodes, a fresh ``/proc``, private ``/tmp`` and ``/dev/shm`` —, pivots
   into it, brings up loopback in its empty network namespace, sets the limits, becomes the
-  unprivileged inside uid, drops every capability, and executes the command.
+  unprivileged inside uid, drops every capability, installs the system-call filter
+  (``harness/seccomp.py``: no namespace, mount, key or BPF call), shows itself as
+  ``kernelcup-sandbox`` in ``/proc/1/cmdline``, and executes the command.
 
 When the init exits, the kernel kills every process of the PID namespace, however it forked or
 ``setsid``-ed; each process above dies with its parent (``PR_SET_PDEATHSIG``), so killing the
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import importlib.util
 import json
 import os
 import resource
@@ -32,7 +38,8 @@ import signal
 import socket
 import struct
 import sys
-from typing import Any
+from types import ModuleType
+from typing import Any, NoReturn
 
 SETUP_FAILED = 125
 SETUP_PREFIX = "kernelcup sandbox: "
@@ -72,6 +79,39 @@ IFF_UP, IFF_LOOPBACK, IFF_RUNNING = 0x1, 0x8, 0x40
 _BASIC_DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 
 _libc = ctypes.CDLL(None, use_errno=True)
+SHOWN_AS = "kernelcup-sandbox"  # the init's command line, as the job sees it in /proc/1/cmdline
+POLICY_FD = "--policy-fd="
+
+
+def _sibling(name: str) -> ModuleType:
+    """A module of this folder, loaded by its path: run with ``-I``, the script's folder is not
+    on ``sys.path`` (so nothing the job could have written is imported)."""
+    spec = importlib.util.spec_from_file_location(f"kernelcup_sandbox_{name}", os.path.join(os.path.dirname(
+        os.path.abspath(__file__)), f"{name}.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # where its dataclasses look themselves up
+    spec.loader.exec_module(module)
+    return module
+
+
+def show_arguments(arguments: list[str]) -> None:
+    """Make ``/proc/self/cmdline`` read ``arguments`` instead of the command line this process
+    was started with, by rewriting the memory it is read from (the kernel's ``arg_start`` to
+    ``arg_end``, ``proc(5)``), as setproctitle does. The interpreter keeps its own copy of its
+    arguments, so nothing else changes. What does not fit is cut; what is left over reads as
+    empty arguments."""
+    try:
+        with open("/proc/self/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        start, end = int(fields[45]), int(fields[46])  # fields 48 and 49; the list starts at field 3
+    except (OSError, IndexError, ValueError):
+        return
+    if start <= 0 or end <= start:
+        return
+    text = b"\0".join(argument.encode() for argument in arguments)[: end - start - 1]
+    ctypes.memset(start, 0, end - start)
+    ctypes.memmove(start, text, len(text))
 
 
 class SetupError(Exception):
@@ -237,6 +277,7 @@ def _become_init(policy: dict[str, Any], command: list[str], ended_by: int) -> N
     """PID 1 of the job: build its root, lock it down, run ``command`` and end as it ended
     (a signal that killed it is written to ``ended_by``). Never returns."""
     _die_with_parent()
+    seccomp = _sibling("seccomp") if policy.get("syscall_filter", True) else None  # read while the host's / is ours
     root = str(policy["root"])
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
@@ -277,6 +318,13 @@ def _become_init(policy: dict[str, Any], command: list[str], ended_by: int) -> N
     _drop_privileges(int(policy["inside_uid"]), int(policy["inside_gid"]))
     _die_with_parent()  # a credential change clears it
     os.chdir(str(policy.get("cwd", "/")))
+    if seccomp is not None:
+        # Last, as it refuses mount and pivot_root; inherited by the command and all it starts.
+        try:
+            seccomp.install()
+        except seccomp.FilterError as exc:
+            raise SetupError(str(exc)) from None
+    show_arguments([SHOWN_AS])
     # The command must not be PID 1: the kernel drops signals a PID 1 sends itself without a
     # handler (``kill -SEGV $$``, ``abort()``), so it would not die the way it should.
     command_pid = os.fork()
@@ -314,7 +362,7 @@ def _relay(pid: int, ended_by: int | None = None) -> None:
     os._exit(os.waitstatus_to_exitcode(status))
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     os.write(2, (SETUP_PREFIX + message + "\n").encode(errors="replace"))
     os._exit(SETUP_FAILED)
 
@@ -371,8 +419,28 @@ def _join_cgroups(paths: list[str]) -> None:
         _write(os.path.join(path, "cgroup.procs"), str(os.getpid()))
 
 
+def _read_policy(argument: str) -> dict[str, Any]:
+    """The policy from the descriptor ``--policy-fd=N`` names (read from its start: the harness
+    hands the same one to every process of a job), closed once read. The descriptors it names in
+    ``keep_fds`` (the lease on the job's uid) stay open in this process and are never passed on."""
+    if not argument.startswith(POLICY_FD):
+        _fail(f"no policy: the first argument must be {POLICY_FD}N")
+    fd = int(argument[len(POLICY_FD):])
+    chunks: list[bytes] = []
+    while chunk := os.pread(fd, 1 << 16, sum(map(len, chunks))):
+        chunks.append(chunk)
+    os.close(fd)
+    policy: dict[str, Any] = json.loads(b"".join(chunks))
+    for kept in policy.get("keep_fds", []):
+        os.set_inheritable(int(kept), False)
+    return policy
+
+
 def main(argv: list[str]) -> None:
-    policy = json.loads(argv[0])
+    try:
+        policy = _read_policy(argv[0] if argv else "")
+    except (OSError, ValueError) as exc:
+        _fail(f"reading the policy: {exc}")
     command = argv[1:]
     if not command:
         _fail("no command")

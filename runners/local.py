@@ -41,9 +41,10 @@ from kernelcup.harness.process import (
     CACHE_ENV,
     HARNESS_DIR,
     IMPORT_ROOT,
+    HarnessLaunch,
     cache_root,
-    child_identity,
     harness_sandboxed,
+    sandboxed,
 )
 from kernelcup.harness.spec import JobSpec, Progress, Result, ResultReader, SpecError
 from kernelcup.harness.workspace import keep_caches, stage_caches
@@ -53,10 +54,11 @@ log = structlog.get_logger(__name__)
 
 PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "LD_LIBRARY_PATH")
 # CUDA_/NVIDIA_ select the device; KERNELCUP_HARNESS_* and KERNELCUP_CACHE_DIR are the harness's
-# own operator settings (child user, isolation switches, build cache). No other KERNELCUP_ key
+# own operator settings (child user, isolation switches, build cache), and the uids its jobs take
+# (KERNELCUP_SANDBOX_UID_RANGE, harness/uids.py). No other KERNELCUP_ key
 # passes: the database URL and tokens live there.
 PASSED_ENV_PREFIXES = ("CUDA_", "NVIDIA_", "KERNELCUP_HARNESS_")
-PASSED_ENV_EXTRA = ("KERNELCUP_CACHE_DIR",)
+PASSED_ENV_EXTRA = ("KERNELCUP_CACHE_DIR", "KERNELCUP_SANDBOX_UID_RANGE")
 STDERR_KEEP_BYTES = 64 * 1024
 STDERR_TAIL_LINES = 20
 MAX_LINE_BYTES = 64 * 1024 * 1024  # the result line carries logs and profile reports
@@ -179,24 +181,28 @@ class LocalRunner:
         command, env = self._command, self._environment(workdir)
         if devices is not None:
             env["CUDA_VISIBLE_DEVICES"] = devices
+        launch = HarnessLaunch(command)
         if self._sandbox_harness:  # a leaderboard's code runs in the harness: it gets a sandbox too
             readonly = await self._bytecode(env)
-            command, extra = harness_sandboxed(command, Path(workdir), readonly)
-            env.update(extra)
+            launch = harness_sandboxed(command, Path(workdir), readonly)
+            env.update(launch.env)
         try:
             process = await asyncio.create_subprocess_exec(
-                *command,
+                *launch.command,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 cwd=workdir,
                 env=env,
+                pass_fds=launch.pass_fds,  # its sandbox's policy, and the lease on its uid
                 start_new_session=True,  # its own process group: one kill ends the whole tree
                 limit=MAX_LINE_BYTES,
             )
         except OSError as exc:
             shutil.rmtree(workdir, ignore_errors=True)
             raise RunnerError(f"could not start the harness ({self._command[0]}): {exc}") from exc
+        finally:
+            launch.started()
         log.debug("harness started", pid=process.pid, standby=prefix.startswith("kernelcup-standby"))
         return _Harness(process, workdir, time.monotonic())
 
@@ -216,7 +222,7 @@ class LocalRunner:
     async def _bytecode(self, env: dict[str, str]) -> list[Path]:
         """The bytecode folder a sandboxed harness reads (harness/bytecode.py: built by this
         runner outside every job, checked, bound read-only), where one is wanted."""
-        if not child_identity().sandbox:
+        if not sandboxed():
             return []  # an unsandboxed harness could rewrite it, and so reads none
         folder = await asyncio.to_thread(bytecode.ensure, harness_env())
         if folder is None:
