@@ -187,8 +187,9 @@ def signed_result(status: Status = Status.PASSED, gpu: str = "NVIDIA GeForce RTX
     return work
 
 
-async def workflow_step(inputs: dict[str, str]) -> dict[str, str]:
-    """The machine runs the workflow file's own harness step with bash: the real harness."""
+async def workflow_step(inputs: dict[str, str], extra_env: dict[str, str] | None = None) -> dict[str, str]:
+    """The machine runs the workflow file's own harness step with bash: the real harness, with
+    ``extra_env`` in the step's environment (as a machine's operator would set it)."""
     [job] = yaml.safe_load(WORKFLOW_FILE.read_text())["jobs"].values()
     [step] = [s for s in job["steps"] if s.get("name") == "Run the harness"]
     [checkout] = [s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/checkout")]
@@ -203,6 +204,7 @@ async def workflow_step(inputs: dict[str, str]) -> dict[str, str]:
             "PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", temp), "RUNNER_TEMP": temp,
             "GITHUB_WORKSPACE": str(workspace), "SPEC": inputs["spec"],
             "KILL_AFTER_S": inputs["kill_after_s"], "HARNESS_PYTHON": _machine_python(Path(temp)),
+            **(extra_env or {}),
         }
         process = await asyncio.create_subprocess_exec("bash", "-e", "-c", step["run"], env=env)
         await process.wait()

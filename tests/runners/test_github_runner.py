@@ -7,6 +7,7 @@ import asyncio
 import json
 import math
 import secrets
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from kernelcup.core.pipeline.runner import RunContext, RunnerError
 from kernelcup.core.pipeline.timeouts import platform_timeout_s
 from kernelcup.harness.spec import GpuInfo, JobSpec, Mode, Progress, Result, Status, TaskConfig
 from kernelcup.runners.github import GitHubRunner
-from tests.harness.conftest import leaderboard_spec
+from tests.harness.conftest import leaderboard_spec, submission
 from tests.runners.fake_github import (
     REPO,
     TOKEN,
@@ -200,24 +201,83 @@ def test_without_a_token_no_gpu_is_served_here() -> None:
     assert make_runner("http://127.0.0.1:9").gpus() == ["RTX4090"]
 
 
-async def test_a_hostile_submission_on_the_workflow_cannot_read_the_spec_or_forge_a_result(
+SEED = 918273645546372819
+
+
+def _hunter(job: JobSpec, roots: list[str]) -> str:
+    """tests/harness/fixtures/submissions/spec_hunter.py.txt for ``job``'s seed and key, which it
+    holds only shifted, searching ``roots`` for files written from a minute ago on."""
+    shifted = ["".join(chr(ord(c) + 1) for c in str(secret)) for secret in (SEED, job.result_key)]
+    return (submission("spec_hunter.py").replace("@SEED@", shifted[0]).replace("@KEY@", shifted[1])
+            .replace("@ROOTS@", repr(roots)).replace("@SINCE@", repr(time.time() - 60)))
+
+
+def _ranked_hunt(roots: list[str]) -> JobSpec:
+    job = leaderboard_spec(IDENTITY, "", Mode.RANKED, device="cpu", job_id="7", secret_seed=SEED, timeout_s=120)
+    job.task.tests, job.task.benchmarks = job.task.tests[:1], [{"size": 4096, "seed": 5}]
+    job.files[job.submission_name] = _hunter(job, roots)
+    return job
+
+
+def _hunts(result: Result) -> list[dict[str, Any]]:
+    return [json.loads(line.removeprefix("HUNT ")) for line in result.stdout.splitlines() if line.startswith("HUNT ")]
+
+
+async def test_a_ranked_job_on_the_workflow_finds_its_seed_and_key_in_no_file_or_environment(
+    github: tuple[FakeGitHub, str],
+) -> None:
+    """Through the workflow file's real step, a ranked job with a known secret seed and result
+    key: in the job's first process and its first fresh one, the submission reads every
+    environment and command line under /proc, decoding the step's base64-gzip $SPEC form too, and
+    every file it can open that was written during the test or lies where a job may write, and
+    finds neither; then it passes. The control, with the sandbox off, finds the spec in the
+    step's own environment, so the hunt can find what is there."""
+    fake, url = github
+    fake.plan = Plan(work=workflow_step)
+    job = _ranked_hunt(["/"])
+    result = await run(make_runner(url), job, Recorder(), limit_s=240)
+    assert result.status is Status.PASSED, result.verdict
+    assert result.system.isolation.startswith("sandbox"), result.system.isolation
+    hunts = _hunts(result)
+    assert len(hunts) == 2  # the first process and the first round's fresh one
+    for hunt in hunts:
+        assert hunt["found"] == []
+        assert hunt["files"] >= 3 and hunt["proc"] >= 2  # its own files and process at least
+
+    async def unsandboxed(inputs: dict[str, str]) -> dict[str, str]:  # no isolation at all: the step's uid
+        off = {"KERNELCUP_HARNESS_SANDBOX": "off", "KERNELCUP_HARNESS_USER": "none", "KERNELCUP_HARNESS_USERNS": "0"}
+        return await workflow_step(inputs, off)
+
+    fake.plan = Plan(work=unsandboxed)
+    control = _ranked_hunt([])  # the environments alone: the host's files are too many to read here
+    result = await run(make_runner(url), control, Recorder(), limit_s=240)
+    assert result.status is Status.PASSED, result.verdict
+    found = [line for hunt in _hunts(result) for line in hunt["found"]]
+    assert any(line.endswith(f"gzip:{SEED}") for line in found), found
+    assert any(line.endswith(f"gzip:{control.result_key}") for line in found), found
+
+
+async def test_a_hostile_submission_on_the_workflow_cannot_forge_a_result(
     github: tuple[FakeGitHub, str], tmp_path: Path,
 ) -> None:
-    """Through the workflow file's real step: the submission looks for the spec and the output
-    file where the workflow keeps them and tries to append a result line; it finds neither."""
+    """Through the workflow file's real step: the submission appends a result line to every
+    file under the step's temporary folders it can reach; its job's result is the harness's."""
     fake, url = github
     fake.plan = Plan(work=workflow_step)
     source = (IDENTITY / "solutions" / "pytorch.py").read_text() + (
         "\nimport glob, os\n"
-        "found = glob.glob('/tmp/*/kernelcup-out/*') + glob.glob('/tmp/*/spec.json')\n"
+        "found = [p for p in glob.glob('/tmp/**', recursive=True) if os.path.isfile(p)]\n"
         "for path in found:\n"
-        "    open(path, 'a').write('{\"event\": \"result\"}\\n')\n"
-        "print('FOUND', found, os.environ.get('RUNNER_TEMP'), os.environ.get('SPEC'))\n"
+        "    try:\n"
+        "        open(path, 'a').write('{\"event\": \"result\"}\\n')\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "print('SEEN', os.environ.get('RUNNER_TEMP'), os.environ.get('SPEC'))\n"
     )
     job = leaderboard_spec(IDENTITY, source, Mode.TEST, device="cpu", job_id="7")
     result = await run(make_runner(url), job, Recorder(), limit_s=120)
     assert result.status is Status.PASSED, result.verdict
-    assert "FOUND [] None None" in result.stdout
+    assert "SEEN None None" in result.stdout
     assert result.system.isolation.startswith("sandbox")
 
 
