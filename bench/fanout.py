@@ -1,6 +1,6 @@
 """Fan-out: 200 submissions over 4 GPU kinds through the real pipeline and the real Modal runner.
 
-The far end is the in-process Modal stand-in of the runner tests (tests/runners/fake_modal.py):
+The far end is an in-process Modal stand-in (``FakeModal`` below, the runner's ``client``):
 each call "runs" for a random time between ``--min-s`` and ``--max-s`` (seeded) and returns a
 signed harness result. So the figures are what the bot's side adds to a fleet of GPUs: claims,
 spec building, spawns, polls, result checks, storing runs, on SQLite. The ideal is the total
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import logging
 import os
@@ -20,11 +21,13 @@ import random
 import tempfile
 import time
 from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 from typing import Any
 
+import modal.exception
 import structlog
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, func, select
@@ -33,11 +36,123 @@ from kernelcup.core.config import GpuConfig, Limits, Settings
 from kernelcup.core.pipeline.jobs import Pipeline
 from kernelcup.core.store.db import make_engine, upgrade
 from kernelcup.core.store.models import Job, JobStatus
+from kernelcup.harness.spec import Mode, Progress, Result, Status, SystemInfo, progress_line, result_line
 from kernelcup.runners.modal import ModalRunner
 from tests.pipeline.support import seed_leaderboard, submit
-from tests.runners.fake_modal import FakeModal, Report, harness_output
 
 RESULTS = Path(__file__).with_name("RESULTS-fanout.md")
+
+
+# The far end: Modal's side of ``kernelcup.runners.modal.ModalClient``, in this process, so a call costs
+# no process start (the runner's tests drive the real ModalSDK against tests/stubs/modal instead).
+Report = Callable[[str], None]
+Remote = Callable[[str, float, Report], Awaitable[dict[str, Any]]]
+
+
+@dataclass
+class Call:
+    function: str
+    args: tuple[Any, ...]
+    task: asyncio.Future[dict[str, Any]] | None = None
+    progress: str | None = None  # what the Modal Dict holds for this call
+    expired: bool = False
+
+    def report(self, line: str) -> None:
+        self.progress = line
+
+    @property
+    def running(self) -> asyncio.Future[dict[str, Any]]:
+        assert self.task is not None
+        return self.task
+
+
+@dataclass
+class FakeModal:
+    remote: Remote
+    app: str = "kernelcup"
+    functions: tuple[str, ...] = ("run_h100", "run_t4", "run_cpu")
+    credentials: bool = True
+    spawn_error: Exception | None = None  # e.g. a quota refusal
+    calls: dict[str, Call] = field(default_factory=dict)
+    cancelled: list[str] = field(default_factory=list)
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    def configured(self) -> bool:
+        return self.credentials
+
+    async def spawn(self, app: str, function: str, *args: Any) -> str:
+        if not self.credentials:
+            raise modal.exception.AuthError("Token missing. Could not authenticate client.")
+        if self.spawn_error is not None:
+            raise self.spawn_error
+        if app != self.app or function not in self.functions:
+            raise modal.exception.NotFoundError(f"Lookup failed for Function '{function}' from the '{app}' app")
+        call_id = f"fc-01TEST{next(self._ids):06d}"
+        call = Call(function, args)
+        call.task = asyncio.ensure_future(self.remote(args[0], args[1], call.report))
+        self.calls[call_id] = call
+        return call_id
+
+    async def get(self, call_id: str, timeout: float) -> Any:
+        call = self.calls.get(call_id)
+        if call is None:
+            raise modal.exception.NotFoundError(f"Function call {call_id} not found")
+        if call.expired:
+            raise modal.exception.OutputExpiredError()
+        done, _ = await asyncio.wait([call.running], timeout=timeout)
+        if not done:
+            raise TimeoutError()  # the builtin, as FunctionCall.get raises while the call runs
+        if call.running.cancelled():
+            raise modal.exception.RemoteError("the call was cancelled")
+        return call.running.result()
+
+    async def cancel(self, call_id: str) -> None:
+        self.cancelled.append(call_id)
+        call = self.calls.get(call_id)
+        if call is not None:
+            call.running.cancel()
+
+    async def progress(self, call_id: str) -> str | None:
+        call = self.calls.get(call_id)
+        return None if call is None else call.progress
+
+    async def finish_all(self) -> None:
+        """Let every call end (a test's teardown): no task outlives its event loop."""
+        for call in self.calls.values():
+            call.running.cancel()
+        await asyncio.gather(*(c.running for c in self.calls.values()), return_exceptions=True)
+
+
+def harness_output(
+    status: Status = Status.PASSED,
+    *,
+    seconds: float = 0.0,
+    progress: Iterable[Progress] = (),
+    gpu: str = "NVIDIA H100 80GB HBM3",
+    key: str | None = None,  # sign with another key than the spec's (a forgery)
+    gate: asyncio.Event | None = None,
+    ranks: Iterable[str] = (),  # a multi-GPU job: which card ran which rank
+) -> Remote:
+    """A remote that plays the harness: progress lines, then one result line signed with the key."""
+
+    async def remote(spec_json: str, kill_after_s: float, report: Report) -> dict[str, Any]:
+        spec = json.loads(spec_json)
+        lines = []
+        for event in progress:
+            lines.append(progress_line(event))
+            report(lines[-1])
+            await asyncio.sleep(0.01)
+        if gate is not None:
+            await gate.wait()
+        await asyncio.sleep(seconds)
+        verdict = "all tests passed" if status is Status.PASSED else status.value
+        result = Result(spec["job_id"], Mode(spec["mode"]), status, verdict, score_s=1e-3,
+                        system=SystemInfo(device="cuda", gpu=gpu, ranks=list(ranks)))
+        lines.append(result_line(result, key or spec["result_key"]))
+        return {"lines": lines, "returncode": 0, "stderr": ""}
+
+    return remote
+
 KINDS = {"T4": "Tesla T4", "L4": "NVIDIA L4", "H100": "NVIDIA H100 80GB HBM3", "B200": "NVIDIA B200"}
 
 
@@ -166,7 +281,7 @@ def main() -> None:
             f"({machine}), no GPU; SQLite.\n\n"
             f"{args.submissions} submissions queued at once, one job each, round-robin over "
             f"{', '.join(KINDS)}; each job takes a seeded random {args.min_s:g}–{args.max_s:g} s on its\n"
-            "\"GPU\" (the Modal stand-in of tests/runners). Real pipeline, real Modal runner (spawn, the\n"
+            "\"GPU\" (the in-process Modal stand-in of bench/fanout.py). Real pipeline, real Modal runner (spawn, the\n"
             "call id stored in the job row, `get` long-polls, signed result checked, Run stored). Ideal =\n"
             "total work / (concurrency per kind x 4 kinds); the busiest kind's work / its concurrency is\n"
             "a bound no schedule beats. Wall: from `start()` to the last job finished (polled every 20 ms).\n\n"

@@ -1,5 +1,6 @@
 """The Modal app: defined without a token, one pinned function per GPU kind, timeouts from the one
-rule, and the function body running the real harness in-process (``.local()``) on the CPU."""
+rule, and the function body running the real harness on the CPU: in-process (``.local()``) with the
+real SDK, and in a container process of the stub SDK's server (tests/stubs/modal)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import secrets
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,9 +19,9 @@ from kernelcup.core.pipeline.runner import RunContext
 from kernelcup.core.pipeline.timeouts import platform_timeout_s, runner_limit
 from kernelcup.harness.spec import Mode, Progress, Result, Status, parse_line
 from kernelcup.runners import modal_app
-from kernelcup.runners.modal import ModalRunner, deployment
+from kernelcup.runners.modal import deployment
 from tests.harness.conftest import leaderboard_spec
-from tests.runners.fake_modal import FakeModal, real_function
+from tests.runners.conftest import ModalStub
 
 ROOT = Path(__file__).resolve().parents[2]
 IDENTITY = ROOT / "leaderboards" / "identity"
@@ -74,10 +76,14 @@ def test_the_function_body_runs_the_real_harness_and_returns_its_signed_lines() 
     assert result.system.isolation.startswith("sandbox (namespaces)")  # the same sandbox as everywhere
 
 
-async def test_the_runner_gets_a_failing_verdict_through_the_real_function_body() -> None:
-    modal_side = FakeModal(real_function("run_a10g"), functions=("run_a10g",))
+async def test_the_runner_gets_a_failing_verdict_from_the_deployed_app_in_a_container(modal_stub: ModalStub) -> None:
+    """This module's app deployed on the stub server; the call runs ``run_job`` in a container
+    process (not local: progress goes to the Dict, a standby harness is started), the runner's
+    real ``ModalSDK`` spawns it, polls it and reads its progress."""
+    modal_stub.server.deploy(modal_stub.app.app)
     settings = load_settings(env={})
-    runner = ModalRunner(settings, client=modal_side)
+    settings = replace(settings, runners={**settings.runners, "modal": {**settings.runners["modal"], "poll_s": 0.05}})
+    runner = modal_stub.runner(settings)
     spec = leaderboard_spec(IDENTITY, (IDENTITY / "solutions" / "wrong_offbyone.py").read_text(), Mode.TEST,
                             device="cpu", job_id="8")
     seen: list[Progress] = []
@@ -86,8 +92,13 @@ async def test_the_runner_gets_a_failing_verdict_through_the_real_function_body(
         seen.append(event)
 
     result = await runner.run(spec, RunContext(8, "A10G", 240.0), on_progress)
-    assert (result.job_id, result.status) == ("8", Status.FAILED)
+    assert (result.job_id, result.status) == ("8", Status.FAILED), (result.verdict, result.stderr[-2000:])
     assert seen[0] == Progress("queued")
+    [(app, function, _)] = modal_stub.server.spawned
+    assert (app, function) == ("kernelcup", "run_a10g")
+    [call_id] = modal_stub.server.calls
+    published = await modal_stub.runners.ModalSDK().progress(call_id)  # what the container put in the Dict
+    assert published is not None and parse_line(published, spec.result_key) == Progress("testing", 5, 5)
 
 
 def test_a_hanging_harness_is_killed_at_the_remote_limit() -> None:
