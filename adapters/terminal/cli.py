@@ -167,7 +167,11 @@ async def run_here(cmd: Command, args: dict[str, Any], attachments: list[Attachm
     start_logging(settings, LOG_FILE)
     import structlog
 
-    structlog.get_logger("kernelcup.cli").debug("no kernelcup server to hand the command to", reason=handed.reason)
+    said = structlog.get_logger("kernelcup.cli")
+    if handed.refused:  # a socket another user could have made: worth a line at every level
+        said.warning("refused to hand the command to the socket: running embedded", reason=handed.reason)
+    else:
+        said.debug("no kernelcup server to hand the command to", reason=handed.reason)
     started = await _start_runners_early(settings) if cmd.name == "submit" else None
     try:
         kernelcup = await asyncio.to_thread(_open, settings, started)

@@ -2,11 +2,19 @@
 
 A running server already has its store open, its schema checked and, on a GPU, a harness
 waiting with torch imported and CUDA up; the embedded CLI would do all of that again for one
-command. So ``serve`` listens on a unix socket beside the SQLite database (``var/kernelcup.sock``
-for ``var/kernelcup.db``; ``var/kernelcup.sock`` under the working folder for any other
-database), created 0600: whoever can connect is the local user who could open the database
-and run the command embedded anyway, and the server checks the peer's uid as well. No token,
-no new secret.
+command. So ``serve`` listens on a unix socket in a folder of its own beside the SQLite database
+(``var/kernelcup.sock.d/kernelcup.sock`` for ``var/kernelcup.db``; the same under the working
+folder for any other database): the folder 0700, the socket 0600, so whoever can connect is the
+local user who could open the database and run the command embedded anyway, and the server
+checks the peer's uid as well. No token, no new secret.
+
+The folder is the bot's own because the database's folder may not be: a user who could bind the
+socket path first would receive the owner's files and orders. The server uses the folder only
+where it is its user's with no bit for others; the client hands a command only to a socket whose
+folder and socket are its own user's (or root's) and writable by no one else, and whose listening
+process (SO_PEERCRED) is too. It checks before it sends a byte; anything else runs embedded, and
+the reason is a warning in its log. (Not ``$XDG_RUNTIME_DIR``: a service, cron or sudo often has
+none or another one, while the database URL names the same folder for the server and the CLI.)
 
 The wire is JSON lines. The CLI sends one order (the command, its arguments, its files, the
 terminal user's name, and a hash naming its database); the server answers ``accepted`` (or
@@ -27,6 +35,7 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -39,9 +48,11 @@ from kernelcup.adapters.terminal.render import TerminalRenderer
 from kernelcup.core.config import Settings
 from kernelcup.core.messages import Attachment, Block, Code, File, Image, Problem, ProgressBlock, Reply, Table, Text
 from kernelcup.core.pipeline.events import JobEvent
+from kernelcup.core.private_paths import GROUP_OR_OTHERS_WRITE, exposure, trusted_owner
 
 VERSION = 1
 SOCKET_NAME = "kernelcup.sock"
+FOLDER_SUFFIX = ".sock.d"  # the socket's own folder, 0700: see the module's docstring
 CONNECT_S = 2.0  # a unix socket connects at once or never: nothing listening is refused at once
 ACCEPT_S = 5.0  # the server answers "accepted" before it does any work
 _EVENT_FIELDS = {f.name for f in fields(JobEvent)}
@@ -65,12 +76,12 @@ def sqlite_file(url: str) -> Path | None:
 
 
 def socket_path(settings: Settings) -> Path:
-    """Where ``serve`` listens: beside the SQLite file, else ``var/`` under the working folder
-    (where the terminal commands keep their log)."""
+    """Where ``serve`` listens: in ``<stem>.sock.d/`` beside the SQLite file, else in
+    ``var/kernelcup.sock.d/`` under the working folder (where the terminal commands keep their log)."""
     database = sqlite_file(settings.database_url)
     if database is not None:
-        return database.with_name(database.stem + ".sock")
-    return Path("var", SOCKET_NAME).resolve()
+        return database.with_name(database.stem + FOLDER_SUFFIX) / SOCKET_NAME
+    return Path("var", "kernelcup" + FOLDER_SUFFIX, SOCKET_NAME).resolve()
 
 
 def database_identity(settings: Settings) -> str:
@@ -157,24 +168,50 @@ class ServerLost(Exception):
 @dataclass
 class Handoff:
     """What became of an attempt: ``exit_code`` when the server ran the command, else None and
-    why not (for the one debug line)."""
+    why not (for the one line in the log: a warning where the socket was ``refused`` as not this
+    user's alone, else a debug line)."""
 
     exit_code: int | None
     reason: str = ""
+    refused: bool = False
+
+
+def socket_refusal(path: Path) -> str:
+    """Why no order may go to the socket at ``path`` ("" where none): its folder and the socket
+    must be this user's or root's and writable by no one else. FileNotFoundError where either is
+    missing (no server)."""
+    folder = os.lstat(path.parent)
+    if not stat.S_ISDIR(folder.st_mode):
+        return f"refused the hand-off socket: {path.parent} is not a folder"
+    problem = exposure(path.parent, folder, GROUP_OR_OTHERS_WRITE)
+    if problem is None:
+        sock = os.lstat(path)
+        if not stat.S_ISSOCK(sock.st_mode):
+            return f"refused the hand-off socket: {path} is not a socket"
+        problem = exposure(path, sock, GROUP_OR_OTHERS_WRITE)
+    return "" if problem is None else f"refused the hand-off socket: {problem}"
 
 
 async def hand_off(settings: Settings, command: str, args: dict[str, Any], attachments: list[Attachment],
                    user: str, renderer: TerminalRenderer) -> Handoff:
     """Run the command in the ``kernelcup serve`` of this database, if one answers."""
     path = socket_path(settings)
-    if not path.exists():
+    try:
+        refusal = socket_refusal(path)
+    except FileNotFoundError:
         return Handoff(None, f"no server socket at {path}")
+    if refusal:
+        return Handoff(None, refusal, refused=True)
     try:
         reader, writer = await asyncio.wait_for(
             asyncio.open_unix_connection(str(path), limit=line_limit(settings)), CONNECT_S)
     except (OSError, TimeoutError) as exc:
         return Handoff(None, f"nothing answers at {path}: {exc}")
     try:
+        listener = peer_uid(writer)
+        if listener is not None and not trusted_owner(listener):
+            return Handoff(None, f"the process listening at {path} runs as uid {listener}, another user;"
+                                 " nothing was sent to it", refused=True)
         order = {"kernelcup_handoff": VERSION, "database": database_identity(settings), "command": command,
                  "args": args, "attachments": [attachment_json(a) for a in attachments], "user": user}
         try:
@@ -242,4 +279,4 @@ def peer_uid(writer: asyncio.StreamWriter) -> int | None:
 
 def uid_allowed(uid: int | None) -> bool:
     """The server's own user, or root (who can read its database anyway)."""
-    return uid is None or uid in (os.geteuid(), 0)
+    return uid is None or trusted_owner(uid)

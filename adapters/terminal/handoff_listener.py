@@ -1,6 +1,8 @@
 """``kernelcup serve``'s side of the hand-off (adapters/terminal/handoff.py): a unix socket,
-0600, on which terminal commands of this box and database arrive and run in this process, on
-its warm runners, through the same ``Kernelcup.handle`` as every chat command."""
+0600, in a folder of its own, 0700, on which terminal commands of this box and database arrive
+and run in this process, on its warm runners, through the same ``Kernelcup.handle`` as every chat
+command. A folder that is there already and is not this user's alone is refused, loudly: another
+user may have made it to receive the commands (or to hold a socket of their own there)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import asyncio
 import contextlib
 import json
 import os
+import shlex
+import stat
 import time
 from collections.abc import Mapping
 from dataclasses import asdict
@@ -15,6 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
+from rich.console import Console
+from rich.markup import escape
 
 from kernelcup.adapters.terminal.handoff import (
     VERSION,
@@ -29,6 +35,7 @@ from kernelcup.adapters.terminal.handoff import (
 )
 from kernelcup.core.config import Settings
 from kernelcup.core.messages import Actor, Request
+from kernelcup.core.private_paths import GROUP_OR_OTHERS_ANY, Exposure, exposure
 
 if TYPE_CHECKING:
     from kernelcup.core.app import Kernelcup
@@ -69,7 +76,10 @@ class HandoffListener:
 
     async def _listen(self, app: Kernelcup) -> asyncio.AbstractServer | None:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            problem = private_folder(self.path.parent)
+            if problem is not None:
+                _refuse_loudly(problem)
+                return None
             if self.path.exists() or self.path.is_symlink():
                 if await _answers(self.path):
                     log.warning("hand-off off: another kernelcup serve listens here", socket=str(self.path))
@@ -153,6 +163,27 @@ class HandoffListener:
         # The bot's own time for the submission, from the order to the report (bench/cli_latency.py).
         log.info("hand-off submission done", submission_id=reply.submission_id,
                  elapsed_s=round(time.monotonic() - began, 3))
+
+
+def private_folder(folder: Path) -> Exposure | None:
+    """Make ``folder`` 0700 where it is missing; None once it is a folder of this user's with no
+    bit for anyone else, else what is wrong with it (it is then left as it is)."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(folder, 0o700)
+    info = os.lstat(folder)  # a link is refused, never followed
+    if not stat.S_ISDIR(info.st_mode):
+        return Exposure(folder, "is not a folder (a link or a file)", f"rm {shlex.quote(str(folder))}")
+    return exposure(folder, info, GROUP_OR_OTHERS_ANY, owner_only=True)
+
+
+def _refuse_loudly(problem: Exposure) -> None:
+    """The log and the operator's console: the hand-off stays off, the rest of serve runs."""
+    log.error("hand-off off: its socket folder is not this user's alone; terminal commands run embedded",
+              folder=str(problem.path), problem=problem.problem, fix=problem.fix)
+    Console(stderr=True).print(f"[bold red]kernelcup serve: the hand-off socket is off: {escape(str(problem))}."
+                               "[/bold red] Another user may be waiting there for your commands. "
+                               f"Fix: {escape(problem.fix)}", highlight=False, soft_wrap=True)
 
 
 async def _answers(path: Path) -> bool:

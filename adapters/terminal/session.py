@@ -34,7 +34,9 @@ def start_logging(settings: Settings, log_file: Path | None = None) -> None:
 
     level = settings.logging.get("level", "INFO")
     if log_file is not None:
-        log_file.parent.mkdir(parents=True, exist_ok=True)
+        # 0700 when new: the default database lives in the same var/, whose folder must not be
+        # writable by others (core/store/sqlite_file.py).
+        log_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         configure_logging(level, "json", stream=log_file.open("a", encoding="utf-8"))
     else:
         configure_logging(level, settings.logging.get("format", "auto"))

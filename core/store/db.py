@@ -23,6 +23,7 @@ from sqlalchemy.types import TypeDecorator
 from sqlmodel import Session, create_engine
 
 from kernelcup.core.errors import SetupError, StoreUnavailable
+from kernelcup.core.store.sqlite_file import create_private, refuse_exposed
 
 if TYPE_CHECKING:  # Alembic is imported only to migrate: a start on a current schema never needs it
     from alembic.config import Config
@@ -104,8 +105,9 @@ def _is_file_database(url: URL) -> bool:
 
 
 def _ensure_sqlite_dir(url: URL) -> None:
+    """A missing folder is created 0700 and a missing file 0600 (core/store/sqlite_file.py)."""
     if _is_file_database(url):
-        Path(url.database or "").parent.mkdir(parents=True, exist_ok=True)
+        create_private(Path(url.database or ""))
 
 
 @contextmanager
@@ -164,6 +166,8 @@ def check_reachable(url: str | URL, timeout_s: int = 5) -> None:
         except OSError as error:
             reason = f"cannot create its folder: {(error.strerror or str(error)).lower()}"
             raise StoreUnavailable(f"cannot reach the database at {shown}: {reason}") from None
+        if _is_file_database(parsed):
+            refuse_exposed(Path(parsed.database or ""))  # every start passes here: serve, the CLI, db upgrade
     connect_args: dict[str, Any] = {}
     if parsed.get_backend_name() == "postgresql":
         connect_args["connect_timeout"] = timeout_s
