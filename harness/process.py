@@ -470,6 +470,9 @@ class Sandbox:
     tasks: int
     moved: list[tuple[Path, str]] = field(default_factory=list)
     readonly: list[Path] = field(default_factory=list)
+    # The runner's own folders to cover should a bind bring them in; by default those the runner
+    # named to this harness (HIDE_ENV). A harness's own sandbox is made by the runner, which names them.
+    hide: list[str] = field(default_factory=lambda: [p for p in os.environ.get(HIDE_ENV, "").split(os.pathsep) if p])
     _policy_fd: int | None = None  # the policy every process of the job is started with
     _policy_for: tuple[str, bool] | None = None  # its (cwd, harness)
 
@@ -530,7 +533,7 @@ class Sandbox:
             # private writable memory (RLIMIT_DATA) instead of all of it (RLIMIT_AS).
             limits["DATA" if gpu else "AS"] = self.memory_bytes
         identity = self.identity
-        hidden = [p for p in os.environ.get(HIDE_ENV, "").split(os.pathsep) if p]
+        hidden = self.hide
         policy = {
             "root": str(self.root),
             "readonly": sorted({*_readonly_folders(), *map(str, self.readonly)}, key=lambda p: (p.count("/"), p)),
@@ -601,13 +604,17 @@ class HarnessLaunch:
                 self.sandbox.identity.lease.release()
 
 
-def harness_sandboxed(command: list[str], folder: Path, readonly: list[Path] | None = None) -> HarnessLaunch:
+def harness_sandboxed(
+    command: list[str], folder: Path, readonly: list[Path] | None = None, hide: list[str] | None = None
+) -> HarnessLaunch:
     """For a runner on the bot's machine: ``python -m kernelcup.harness`` in a sandbox of its own.
 
     A leaderboard's own code (``reference.py``) runs in the harness, so the harness too must not
     reach the bot: it sees its ``folder`` (its temporary folders and its job's build caches,
     written), read-only Python and CUDA and the ``readonly`` folders (the bytecode built outside
-    every job), the GPU; no network, no other process, no other job's caches. As root it runs
+    every job), the GPU; no network, no other process, no other job's caches, and none of the
+    runner's own folders in ``hide`` (its database's, say) where a read-only bind would bring
+    one in (tests/pipeline/test_local_runner.py, the installation fixture). As root it runs
     as a uid of its own (harness/uids.py), which its job keeps. Each job's submission then gets
     its own sandbox inside this one. Where no sandbox can be had the command is returned as it
     is: the harness refuses the job itself, with the reason.
@@ -621,7 +628,10 @@ def harness_sandboxed(command: list[str], folder: Path, readonly: list[Path] | N
     for path in [folder, *(p for p in folder.rglob("*") if not p.is_symlink())]:
         if identity.uid is not None:
             os.chown(path, identity.uid, identity.gid if identity.gid is not None else -1)
-    outer = Sandbox(identity, folder / "harness-root", [folder], JobCgroup(), 0, 0, readonly=list(readonly or []))
+    outer = Sandbox(
+        identity, folder / "harness-root", [folder], JobCgroup(), 0, 0, readonly=list(readonly or []),
+        hide=list(hide or []),
+    )
     outer.root.mkdir(mode=0o700, exist_ok=True)
     outside = identity.description.removeprefix("sandbox (namespaces), ")
     return HarnessLaunch(outer.wrap(command, folder, harness=True), {OUTER_ENV: outside}, outer)

@@ -184,7 +184,7 @@ class LocalRunner:
         launch = HarnessLaunch(command)
         if self._sandbox_harness:  # a leaderboard's code runs in the harness: it gets a sandbox too
             readonly = await self._bytecode(env)
-            launch = harness_sandboxed(command, Path(workdir), readonly)
+            launch = harness_sandboxed(command, Path(workdir), readonly, self._hide)
             env.update(launch.env)
         try:
             process = await asyncio.create_subprocess_exec(

@@ -4,16 +4,21 @@ the real ``python -m kernelcup.harness`` when it is there."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import secrets
+import shutil
 import stat
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from kernelcup.core.pipeline.runner import RunContext, RunnerError, runners_by_gpu
 from kernelcup.core.plugins import load_runners
+from kernelcup.harness.process import _readonly_folders
 from kernelcup.harness.spec import GpuInfo, JobSpec, Mode, Progress, Result, Status, TaskConfig
 from kernelcup.runners.local import LocalRunner, detect_gpu, harness_env
 
@@ -297,9 +302,11 @@ def _leaks(marker: str, database: str) -> list[str]:
                 found.append(path)
         except OSError:
             pass
-    for path in (database, os.path.dirname(database)):
-        if os.path.exists(path):
-            found.append(path)
+    if os.path.exists(database):
+        found.append(database)
+    folder = os.path.dirname(database)
+    if os.path.isdir(folder) and os.listdir(folder):  # an empty cover over it holds nothing
+        found.append(folder)
     try:
         socket.create_connection(("127.0.0.1", 5432), timeout=1).close()
         found.append("PostgreSQL")
@@ -314,17 +321,40 @@ if _FOUND:
 '''
 
 
-async def test_a_leaderboards_own_code_reaches_nothing_of_the_bot(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def installation(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """An operator's installation as a folder of its own, ``bin`` on the PATH and ``lib`` beside
+    it (so the sandbox binds the whole folder: ``harness/process.py`` ``_prefix_of``), with the
+    bot's database in its ``var/``: a job sees that database unless the runner hides its folder.
+    Not under /tmp, which every job gets a fresh one of."""
+    folder = Path(tempfile.mkdtemp(prefix="kernelcup-install-", dir="/var/tmp"))
+    folder.chmod(0o755)  # an installation every user may run
+    try:
+        for name in ("bin", "lib", "var"):
+            (folder / name).mkdir()
+        (folder / "var" / "kernelcup.db").write_text("the bot's database")
+        monkeypatch.setenv("PATH", f"{folder / 'bin'}{os.pathsep}{os.environ['PATH']}")
+        _readonly_folders.cache_clear()  # read once per process: from this PATH on
+        yield folder
+    finally:
+        _readonly_folders.cache_clear()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.parametrize("how", ["hidden", "not hidden", "no sandbox"])
+async def test_a_leaderboards_own_code_reaches_nothing_of_the_bot(
+    installation: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
     """A creator's reference.py runs in the harness: the runner gives the harness a sandbox too,
-    so it finds neither the bot's environment (tokens), its database, nor the network."""
+    so it finds neither the bot's environment (tokens), its database, nor the network. The
+    database lies in a folder the sandbox binds for the job (the installation's), so only the
+    runner's hiding of the database's folder keeps it out: the controls, a runner not told where
+    the database is and one with no sandbox, find it."""
     from kernelcup.core.leaderboards.tasks import read_task_folder, task_config
 
     marker = f"xoxb-{secrets.token_hex(8)}"
     monkeypatch.setenv("SLACK_BOT_TOKEN", marker)
-    database = tmp_path / "var" / "kernelcup.db"
-    database.parent.mkdir()
-    database.write_text("the bot's database")
+    database = installation / "var" / "kernelcup.db"
     board = ROOT / "leaderboards" / "vectoradd"
     folder = read_task_folder(board, reach=board.parent)
     config = task_config(folder.task)
@@ -338,7 +368,15 @@ async def test_a_leaderboards_own_code_reaches_nothing_of_the_bot(tmp_path: Path
     async def on_progress(event: Progress) -> None:
         return None
 
-    result = await LocalRunner(gpu="cpu").run(job, RunContext(1, "cpu", 90), on_progress)
+    settings = dataclasses.replace(make_settings(runner="local"), database_url=f"sqlite:///{database}")
+    if how == "no sandbox":
+        monkeypatch.setenv("KERNELCUP_HARNESS_SANDBOX", "off")
+    runner = LocalRunner(gpu="cpu", settings=None if how == "not hidden" else settings)
+    result = await runner.run(job, RunContext(1, "cpu", 90), on_progress)
+    if how != "hidden":
+        assert result.status is not Status.PASSED
+        assert f"a leaderboard's code reached the bot: ['{database}'" in result.verdict, result.verdict
+        return
     assert result.status is Status.PASSED, result.verdict
     assert result.system.isolation.startswith("sandbox (namespaces) in the harness's sandbox, uid"), (
         result.system.isolation
