@@ -23,8 +23,9 @@ modal/_container_entrypoint.py, modal/_runtime/container_io_manager.py):
 The server is ``SERVER`` (this module's, in the test's process): containers are processes
 (``python -m modal._container``) that import the function's module with this folder first on
 ``PYTHONPATH``, so they use this stub too; a Dict lives in files under the server's folder, so
-containers and the test share it. A container serves one input and then stops, taking every
-process it started with it.
+containers and the test share it. A container serves one input, stays up for the function's
+``scaledown_window`` as a warm Modal container does (a cancelled input's too: only
+``terminate_containers`` ends it at once), then stops, taking every process it started with it.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -236,7 +238,9 @@ class Call:
     timer: threading.Timer | None = None
 
     def ended(self) -> bool:
-        return self.cancelled or self.process.poll() is not None
+        # The container outlives its input (warm until its scaledown window passes): the input
+        # has ended once its output is written, or the container died without one.
+        return self.cancelled or self.output_path.exists() or self.process.poll() is not None
 
     def output(self) -> Any:
         """What ``get`` gives for an ended call: its value, or the error Modal raises."""
@@ -328,7 +332,9 @@ class Server:
             STATE_ENV: str(self.folder), CALL_ENV: call_id, REMOTE_ENV: "1",
         })
         body = function.body
-        command = [sys.executable, "-m", "modal._container", body.__module__, body.__qualname__, str(output_path)]
+        scaledown_s = str(function.options.get("scaledown_window", 60))
+        command = [sys.executable, "-m", "modal._container", body.__module__, body.__qualname__, str(output_path),
+                   scaledown_s]
         with log_path.open("wb") as log:
             process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env,
                                        cwd=self.folder, start_new_session=True)
@@ -343,7 +349,7 @@ class Server:
         return call
 
     def _time_out(self, call: Call) -> None:
-        if call.process.poll() is None:
+        if not call.ended():
             call.timed_out = True
             _kill_container(call.process)
 
@@ -356,7 +362,7 @@ class Server:
     def cancel(self, call_id: str, terminate_containers: bool = False) -> None:
         self.cancelled.append(call_id)
         call = self.call(call_id)
-        if call.process.poll() is not None:
+        if call.ended():
             return
         call.cancelled = True
         if terminate_containers:
@@ -375,12 +381,16 @@ class Server:
 
     def expire(self, call_id: str) -> None:
         """Time passes until Modal drops the ended call's output."""
-        call = self.call(call_id)
-        call.process.wait()
-        call.expired = True
+        self.wait_until_ended(call_id, 300.0)
+        self.call(call_id).expired = True
 
     def wait_until_ended(self, call_id: str, timeout_s: float) -> None:
-        self.call(call_id).process.wait(timeout=timeout_s)
+        call = self.call(call_id)
+        until = time.monotonic() + timeout_s
+        while not call.ended():
+            if time.monotonic() > until:
+                raise exception.TimeoutError(f"call {call_id} still running after {timeout_s:g} s")
+            time.sleep(POLL_S)
 
     def log(self, call_id: str) -> str:
         return self.call(call_id).log_path.read_text(errors="replace")

@@ -1,10 +1,11 @@
-"""``python -m modal._container MODULE QUALNAME OUTPUT``: one container of the stub server serving
+"""``python -m modal._container MODULE QUALNAME OUTPUT SCALEDOWN_S``: one container of the stub server serving
 one input, as Modal's container entrypoint runs a sync function (modal/_container_entrypoint.py).
 
 The arguments come pickled on stdin; the outcome is written to OUTPUT as a pickled
 ``(status, blob)``: ``success`` and the value, ``failure`` and the exception, or ``terminated``
 when the input was cancelled (SIGUSR1 raises ``InputCancellation`` in the function's thread,
-as Modal's handler does). Stopping, the container kills every process it started.
+as Modal's handler does). The container then idles for SCALEDOWN_S, as a warm container waits for
+its next input (this one serves no second), and stops, killing every process it started.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import pickle
 import signal
 import sys
+import time
 from pathlib import Path
 from types import FrameType
 
@@ -46,11 +48,12 @@ def serve(module: str, qualname: str) -> tuple[str, bytes]:
 
 
 def main(argv: list[str]) -> int:
-    module, qualname, output = argv
+    module, qualname, output, scaledown_s = argv
     outcome = serve(module, qualname)
     part = Path(f"{output}.part")
     part.write_bytes(pickle.dumps(outcome))
     part.replace(output)
+    time.sleep(float(scaledown_s))  # warm: what the input left running keeps running
     kill_tree(os.getpid())  # the container stops: nothing it started outlives it
     return 0
 
