@@ -4,7 +4,8 @@ The shipped multi-GPU leaderboards' solutions get their expected verdicts in
 ``test_shipped_leaderboards.py`` (2 ranks each); here: ranked runs with per-rank times, and
 what ends a job early on one rank: a rank that never joins the collective the other waits in
 (a timeout naming it, no process left behind), a rank whose process dies, a rank that raises;
-and the secret seed, which no rank can find.
+a group whose rank crashes while starting (started once more, where the time allows); and the
+secret seed, which no rank can find.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import secrets
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import FIXTURES, REPO, HarnessRun, leaderboard_spec, read_run, run_many, start_harness
@@ -205,69 +205,49 @@ def test_the_ranks_also_run_without_the_sandbox_each_in_its_own_user_namespace()
     assert result.system.isolation.startswith("no sandbox"), result.system.isolation
 
 
-class _StartingGroup:
-    """A group of ranks as ``multi_gpu.Groups`` drives it; ``_groups`` makes its start fail while
-    starting where asked (the real failure, NCCL's rare start-up crash, nothing here provokes)."""
-
-    started = 0
-
-    def __init__(self, *args: object) -> None:
-        self.activity = "while starting"
-        self.finished = False
-
-    def start(self) -> None:
-        _StartingGroup.started += 1
-
-    def finish(self) -> None:
-        self.finished = True
-
-    def output_text(self) -> tuple[str, str]:
-        return "", f"group {_StartingGroup.started}\n"
+def _crashing(crashes: int, timeout_s: float) -> JobSpec:
+    """A passing solution on a copy of allreduce whose rank 0 dies of SIGSEGV while its group
+    starts, before the submission is loaded, on the job's first ``crashes`` group starts."""
+    spec: JobSpec = leaderboard_spec(ALLREDUCE, (ALLREDUCE / "solutions" / "all_reduce.py").read_text(),
+                                     timeout_s=timeout_s)
+    spec.files["reference.py"] += _fixture("crashes_while_starting").replace("@CRASHES@", str(crashes))
+    return spec
 
 
-def _groups(monkeypatch: pytest.MonkeyPatch, failures: list[bool], left_s: float = 600.0) -> object:
-    from types import SimpleNamespace
+@pytest.fixture(scope="module")
+def crashing() -> dict[str, HarnessRun]:
+    from kernelcup.harness.children import MIN_RESTART_S
 
-    from kernelcup.harness import multi_gpu
-    from kernelcup.harness.verdict import RunEnded
+    batch: dict[str, HarnessRun] = run_many({
+        "once": _crashing(1, 120),
+        "twice": _crashing(2, 120),
+        "no_time": _crashing(2, MIN_RESTART_S - 5),  # less left than a start again needs
+    })
+    return batch
 
-    def start(spec: object, workspace: object, group: _StartingGroup, result: object, device: str) -> None:
-        if failures.pop(0):
-            crash = "rank 0's process was killed by a segmentation fault (SIGSEGV) while starting"
-            raise RunEnded(Status.CRASHED, crash)
-        group.activity = "in benchmark 1"
 
-    _StartingGroup.started = 0
-    monkeypatch.setattr(multi_gpu, "RankGroup", _StartingGroup)
-    monkeypatch.setattr(multi_gpu, "_start", start)
-    spec = SimpleNamespace(task=SimpleNamespace(world_size=2), timeout_s=left_s)
-    return multi_gpu.Groups(spec, None, None, "cpu", time.monotonic() + left_s)  # type: ignore[arg-type]
+SEGFAULT_WHILE_STARTING = "rank 0's process was killed by a segmentation fault (SIGSEGV) while starting"
 
 
 def test_a_group_whose_ranks_crash_before_the_submission_loads_is_started_once_more(
-    monkeypatch: pytest.MonkeyPatch,
+    crashing: dict[str, HarnessRun],
 ) -> None:
-    groups: Any = _groups(monkeypatch, [False, True, False])
-    groups.start()  # the tests' group
-    groups.start()  # a ranked round's: crashed while starting, started again
-    assert _StartingGroup.started == 3 and groups.restarts and not groups.current.finished
-    _, stderr = groups.output_text()
-    assert stderr.startswith("[kernelcup: the ranks were started again after: rank 0's process was killed")
+    result = crashing["once"].outcome()
+    assert result.status is Status.PASSED, result.verdict
+    assert result.stderr.startswith(f"[kernelcup: the ranks were started again after: {SEGFAULT_WHILE_STARTING}")
+    assert result.stderr.count("rank 0 started (") == 2, result.stderr
+    assert "[ranks started 2]" in result.stderr
 
 
-def test_a_group_that_crashes_while_starting_twice_ends_the_job(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernelcup.harness.verdict import RunEnded
-
-    groups: Any = _groups(monkeypatch, [True, True])
-    with pytest.raises(RunEnded, match="SIGSEGV"):
-        groups.start()
-    assert _StartingGroup.started == 2
+def test_a_group_that_crashes_while_starting_twice_ends_the_job(crashing: dict[str, HarnessRun]) -> None:
+    result = crashing["twice"].outcome()
+    assert result.status is Status.CRASHED, result.verdict
+    assert result.verdict.startswith(SEGFAULT_WHILE_STARTING), result.verdict
+    assert result.stderr.count("rank 0 started (") == 2, result.stderr
 
 
-def test_a_group_is_not_started_again_without_the_time_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernelcup.harness.verdict import RunEnded
-
-    groups: Any = _groups(monkeypatch, [True], left_s=5.0)
-    with pytest.raises(RunEnded, match="SIGSEGV"):
-        groups.start()
-    assert _StartingGroup.started == 1
+def test_a_group_is_not_started_again_without_the_time_for_it(crashing: dict[str, HarnessRun]) -> None:
+    result = crashing["no_time"].outcome()
+    assert result.status is Status.CRASHED, result.verdict
+    assert result.verdict.startswith(SEGFAULT_WHILE_STARTING), result.verdict
+    assert result.stderr.count("rank 0 started (") == 1 and "started again" not in result.stderr, result.stderr
