@@ -4,6 +4,7 @@ real SDK, and in a container process of the stub SDK's server (tests/stubs/modal
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import secrets
@@ -21,7 +22,7 @@ from kernelcup.harness.spec import Mode, Progress, Result, Status, parse_line
 from kernelcup.runners import modal_app
 from kernelcup.runners.modal import deployment
 from tests.harness.conftest import leaderboard_spec
-from tests.runners.conftest import ModalStub
+from tests.runners.conftest import ModalStub, until
 
 ROOT = Path(__file__).resolve().parents[2]
 IDENTITY = ROOT / "leaderboards" / "identity"
@@ -99,6 +100,36 @@ async def test_the_runner_gets_a_failing_verdict_from_the_deployed_app_in_a_cont
     [call_id] = modal_stub.server.calls
     published = await modal_stub.runners.ModalSDK().progress(call_id)  # what the container put in the Dict
     assert published is not None and parse_line(published, spec.result_key) == Progress("testing", 5, 5)
+
+
+HANGS = "import time\n\ndef custom_kernel(data):\n    time.sleep(600)\n    return data\n"
+
+
+async def test_a_cancelled_call_leaves_nothing_of_its_job_running_in_the_warm_container(
+    modal_stub: ModalStub,
+) -> None:
+    """Modal keeps a container up after a cancelled input: the harness and the submission's
+    processes must end with the input, not run on (billed, on the GPU) until the scale-down."""
+    modal_stub.server.deploy(modal_stub.app.app)
+    settings = load_settings(env={})
+    settings = replace(settings, runners={**settings.runners, "modal": {**settings.runners["modal"], "poll_s": 0.05}})
+    runner = modal_stub.runner(settings)
+    spec = leaderboard_spec(IDENTITY, HANGS, Mode.TEST, device="cpu", job_id="9")
+    seen: list[Progress] = []
+
+    async def on_progress(event: Progress) -> None:
+        seen.append(event)
+
+    task = asyncio.create_task(runner.run(spec, RunContext(9, "A10G", 240.0), on_progress))
+    await until(lambda: any(event.phase == "testing" for event in seen), "the submission's first test", 120)
+    [call_id] = modal_stub.server.calls
+    container = modal_stub.server.calls[call_id].process
+    assert modal_stub.sdk.descendants(container.pid)  # the harness and the submission's processes
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    await runner.cancel(9)
+    await until(lambda: not modal_stub.sdk.descendants(container.pid), "the job's processes' end", 60)
+    assert container.poll() is None  # the container itself stays warm
 
 
 def test_a_hanging_harness_is_killed_at_the_remote_limit() -> None:

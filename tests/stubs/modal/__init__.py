@@ -38,10 +38,10 @@ from pathlib import Path
 from typing import Any, Generic, ParamSpec, TypeVar
 
 from . import config, exception
-from ._server import CALL_ENV, POLL_S, REMOTE_ENV, SERVER, Server, kill_tree, state_dir
+from ._server import CALL_ENV, POLL_S, REMOTE_ENV, SERVER, Server, descendants, kill_tree, state_dir
 
 __all__ = ["SERVER", "App", "Dict", "Function", "FunctionCall", "Image", "Server", "config",
-           "current_function_call_id", "exception", "is_local", "kill_tree"]
+           "current_function_call_id", "descendants", "exception", "is_local", "kill_tree"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
