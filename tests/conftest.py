@@ -109,6 +109,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         path = tmp_path / "kernelcup.db"
         shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
+        path.chmod(0o600)  # as kernelcup creates it: a start refuses a database others can read
         return f"sqlite:///{path}"
     url: str = request.getfixturevalue("postgres_url")
     _empty_postgres(url)
