@@ -145,12 +145,16 @@ def read_run(stdout: str, stderr: str, returncode: int, key: str) -> HarnessRun:
     return run
 
 
-def run_harness(spec: JobSpec, *, wall_limit_s: float | None = None, env: dict[str, str] | None = None) -> HarnessRun:
-    """Run ``python -m kernelcup.harness`` as the runner does and parse what it prints."""
+def run_harness(
+    spec: JobSpec, *, wall_limit_s: float | None = None, env: dict[str, str] | None = None, overhead_s: float = 30.0
+) -> HarnessRun:
+    """Run ``python -m kernelcup.harness`` as the runner does and parse what it prints; by default
+    within the spec's limit and ``overhead_s`` (the harness's own start, before it reads the spec
+    and the job's clock starts, and its end)."""
     process = start_harness(env)
     try:
         stdout, stderr = process.communicate(
-            spec.to_json(), timeout=wall_limit_s if wall_limit_s is not None else spec.timeout_s + 30
+            spec.to_json(), timeout=wall_limit_s if wall_limit_s is not None else spec.timeout_s + overhead_s
         )
     except subprocess.TimeoutExpired:
         process.kill()
@@ -169,15 +173,16 @@ def result_json(result: Result) -> dict[str, Any]:
     return parsed
 
 
-def run_many(specs: dict[str, JobSpec], workers: int = 3) -> dict[str, HarnessRun]:
-    """Run several harness jobs at once (each its own ``python -m kernelcup.harness``) to save wall time."""
+def run_many(specs: dict[str, JobSpec], workers: int = 3, overhead_s: float = 30.0) -> dict[str, HarnessRun]:
+    """Run several harness jobs at once (each its own ``python -m kernelcup.harness``) to save wall
+    time; each within its limit and ``overhead_s`` (``run_harness``)."""
     from concurrent.futures import ThreadPoolExecutor
 
     # Jobs side by side on one GPU would all pin their calling threads to the same core
     # (harness/cpus.py, made for the runner's one job per GPU): unpinned, they share them all.
     env = {"KERNELCUP_HARNESS_CPUS": "off"} if workers > 1 and len(specs) > 1 else None
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {name: pool.submit(run_harness, spec, env=env) for name, spec in specs.items()}
+        futures = {name: pool.submit(run_harness, spec, env=env, overhead_s=overhead_s) for name, spec in specs.items()}
         return {name: future.result() for name, future in futures.items()}
 
 

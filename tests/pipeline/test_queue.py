@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from sqlalchemy.engine import Engine
@@ -13,7 +15,7 @@ from sqlmodel import Session, select
 
 from kernelcup.core.leaderboards.ranking import RankChange
 from kernelcup.core.pipeline.events import EventBus, JobEvent
-from kernelcup.core.pipeline.jobrows import restart_failure
+from kernelcup.core.pipeline.jobrows import STALE_HEARTBEATS, Claim, restart_failure
 from kernelcup.core.pipeline.jobs import Pipeline
 from kernelcup.core.pipeline.jobspec import build_spec
 from kernelcup.core.pipeline.runner import ProgressCallback, RunContext, RunnerError
@@ -26,10 +28,16 @@ from kernelcup.harness.spec import JobSpec, Mode, Progress, Result, Status
 from .support import FakeRunner, job, make_settings, seed_leaderboard, submit, wait_for_status
 
 pytestmark = pytest.mark.timeout(30)
+# The bound on waiting for what a few database writes and event-loop turns bring about, on a box
+# several times slower than a quiet one (as support.wait_for_status's): each test waits for the
+# event it needs and fails only where it has not come by then.
+WAIT_S = 10.0
 
 
-def pipeline(engine: Engine, runner: FakeRunner, concurrency: int = 1, **kwargs: Any) -> Pipeline:
-    settings = make_settings(concurrency=concurrency)
+def pipeline(
+    engine: Engine, runner: FakeRunner, concurrency: int = 1, heartbeat_s: float = 0.2, **kwargs: Any
+) -> Pipeline:
+    settings = make_settings(concurrency=concurrency, heartbeat_s=heartbeat_s)
     return Pipeline(engine, settings, {"cpu": runner, "H100": runner}, **kwargs)
 
 
@@ -37,18 +45,85 @@ async def collect(pipe: Pipeline, submission_id: int) -> list[JobEvent]:
     return [event async for event in pipe.follow(submission_id)]
 
 
+async def until(condition: Callable[[], bool], seconds: float = WAIT_S) -> None:
+    limit = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < limit, f"not within {seconds:g} s"
+        await asyncio.sleep(0.01)
+
+
+class Following:
+    """A submission's events as ``follow`` yields them, kept as they come."""
+
+    def __init__(self, pipe: Pipeline, submission_id: int) -> None:
+        self.events: list[JobEvent] = []
+        self._task = asyncio.create_task(self._collect(pipe, submission_id))
+
+    async def _collect(self, pipe: Pipeline, submission_id: int) -> None:
+        async for event in pipe.follow(submission_id):
+            self.events.append(event)
+
+    async def ended(self) -> list[JobEvent]:
+        await asyncio.wait_for(self._task, WAIT_S)
+        return self.events
+
+
+class Slots(asyncio.Semaphore):
+    """A lane's slots, as the pipeline sizes them, that tell when its dispatcher waits for one."""
+
+    def __init__(self, value: int = 1) -> None:
+        super().__init__(value)
+        self.all_taken = asyncio.Event()  # the dispatcher asked for a slot and none was free
+
+    async def acquire(self) -> Literal[True]:
+        if self.locked():
+            self.all_taken.set()
+        return await super().acquire()
+
+
+def watched_slots(monkeypatch: pytest.MonkeyPatch, make: Callable[[], Pipeline]) -> tuple[Pipeline, Slots]:
+    """``make()``'s pipeline, whose one lane's slots are :class:`Slots` of the size it chose."""
+    made: list[Slots] = []
+
+    def slots(value: int = 1) -> Slots:
+        made.append(Slots(value))
+        return made[-1]
+
+    with monkeypatch.context() as patch:
+        patch.setattr(asyncio, "Semaphore", slots)
+        pipe = make()
+    [lane] = made
+    return pipe, lane
+
+
+def watch_claims(pipe: Pipeline, monkeypatch: pytest.MonkeyPatch) -> list[Claim | None]:
+    """What each of the pipeline's claims found (None: no job it could start), in order."""
+    found: list[Claim | None] = []
+    claim = pipe.rows.claim
+
+    def watched(*args: Any) -> Claim | None:
+        found.append(claim(*args))
+        return found[-1]
+
+    monkeypatch.setattr(pipe.rows, "claim", watched)
+    return found
+
+
 async def test_jobs_start_oldest_first_within_the_runner_concurrency_limit(
-    engine: Engine,
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seed_leaderboard(engine)
     job_ids = submit(engine, count=12)
     gate = asyncio.Event()
     runner = FakeRunner(gate=gate)
-    pipe = pipeline(engine, runner, concurrency=3)
+    pipe, slots = watched_slots(monkeypatch, lambda: pipeline(engine, runner, concurrency=3))
     await pipe.start()
-    await wait_for_status(engine, job_ids[2], JobStatus.RUNNING)
-    await asyncio.sleep(0.3)  # time enough to start a fourth, were the limit not kept
-    assert runner.started == job_ids[:3] and runner.running == 3
+    # The dispatcher started what the limit allows and waits for a slot; were the limit not kept,
+    # it would have claimed a fourth job (its row running) before it ever waited.
+    await asyncio.wait_for(slots.all_taken.wait(), WAIT_S)
+    assert [job(engine, i).status for i in job_ids] == [JobStatus.RUNNING] * 3 + [JobStatus.QUEUED] * 9
+    await until(lambda: runner.running == 3)
+    assert runner.started == job_ids[:3]
     gate.set()
     await wait_for_status(engine, job_ids[-1], JobStatus.SUCCEEDED)
     await pipe.stop()
@@ -72,15 +147,17 @@ async def test_a_result_is_stored_as_a_run_and_the_job_succeeds(engine: Engine) 
 
 
 async def test_wake_starts_a_new_submission_without_waiting_for_the_poll(
-    engine: Engine,
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seed_leaderboard(engine)
-    pipe = pipeline(engine, FakeRunner(), poll_s=30)
+    poll_s = 30.0
+    pipe = pipeline(engine, FakeRunner(), poll_s=poll_s)
+    claims = watch_claims(pipe, monkeypatch)
     await pipe.start()
-    await asyncio.sleep(0.1)  # idle, waiting up to 30 s
+    await until(lambda: claims == [None])  # found nothing to start: idle until its next poll
     [job_id] = submit(engine)
     pipe.wake()
-    await wait_for_status(engine, job_id, JobStatus.SUCCEEDED, timeout=2)
+    await wait_for_status(engine, job_id, JobStatus.SUCCEEDED, timeout=poll_s / 3)
     await pipe.stop()
 
 
@@ -89,10 +166,10 @@ async def test_progress_events_reach_follow_in_order(engine: Engine) -> None:
     [job_id] = submit(engine)
     progress = [Progress("compiling"), Progress("testing", 1, 2), Progress("testing", 2, 2)]
     pipe = pipeline(engine, FakeRunner(progress=[*progress, Progress("benchmarking", 1, 1)]))
-    following = asyncio.create_task(collect(pipe, submission_id=1))
-    await asyncio.sleep(0.1)
+    following = Following(pipe, submission_id=1)
+    await until(lambda: bool(following.events))  # it has read the queued state
     await pipe.start()
-    events = await asyncio.wait_for(following, 10)
+    events = await following.ended()
     await pipe.stop()
     phases = [(e.phase, e.done, e.total) for e in events]
     assert phases[0] == ("queued", 0, 0) and events[0].queue_position == 1
@@ -116,9 +193,9 @@ async def test_following_a_finished_submission_ends_at_once(engine: Engine) -> N
     await pipe.start()
     await wait_for_status(engine, job_id, JobStatus.SUCCEEDED)
     await pipe.stop()
-    events = await asyncio.wait_for(collect(pipe, 1), 2)
+    events = await asyncio.wait_for(collect(pipe, 1), WAIT_S)
     assert [(e.phase, e.finished, e.run_id is not None) for e in events] == [("done", True, True)]
-    assert await asyncio.wait_for(collect(pipe, 999), 2) == []
+    assert await asyncio.wait_for(collect(pipe, 999), WAIT_S) == []
 
 
 async def test_follow_sees_jobs_run_by_another_process(engine: Engine) -> None:
@@ -137,9 +214,9 @@ async def test_follow_sees_jobs_run_by_another_process(engine: Engine) -> None:
     while not seen:  # the queued state first, before the worker takes the job
         await asyncio.sleep(0.01)
     await worker.start()
-    await asyncio.sleep(1.2)  # the watcher has only the rows to go by
+    await until(lambda: any(e.phase == "testing" for e in seen))  # read from the rows: its bus hears nothing
     gate.set()
-    await asyncio.wait_for(watching, 10)
+    await asyncio.wait_for(watching, WAIT_S)
     await worker.stop()
     # "compiling" shows when a poll falls between the claim and the first progress write.
     assert [e.phase for e in seen if e.phase != "compiling"] == ["queued", "testing", "done"]
@@ -157,29 +234,30 @@ async def test_queue_positions_are_announced_and_refreshed(engine: Engine) -> No
     await wait_for_status(engine, first, JobStatus.RUNNING)
     assert await pipe.queue_position(first) is None
     assert await pipe.queue_position(third) == 2
-    following = asyncio.create_task(collect(pipe, 3))
-    await asyncio.sleep(0.1)
+    following = Following(pipe, 3)
+    await until(lambda: bool(following.events))  # it has read its place in the queue
     gate.set()
-    events = await asyncio.wait_for(following, 10)
+    events = await following.ended()
     await pipe.stop()
     positions = [e.queue_position for e in events if e.phase == "queued"]
     assert positions == [2, 1]
     assert events[-1].phase == "done"
 
 
-async def test_cancelling_a_queued_job_is_immediate(engine: Engine) -> None:
+async def test_cancelling_a_queued_job_is_immediate(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     seed_leaderboard(engine)
     first, second = submit(engine, count=2)
     gate = asyncio.Event()
     runner = FakeRunner(gate=gate)
     pipe = pipeline(engine, runner)
+    claims = watch_claims(pipe, monkeypatch)
     await pipe.start()
     await wait_for_status(engine, first, JobStatus.RUNNING)
     assert await pipe.cancel(second) is True
     assert job(engine, second).status == JobStatus.CANCELLED
     gate.set()
     await wait_for_status(engine, first, JobStatus.SUCCEEDED)
-    await asyncio.sleep(0.2)
+    await until(lambda: None in claims)  # its slot free again, the dispatcher looked and found nothing
     await pipe.stop()
     assert runner.started == [first]
     assert await pipe.cancel(second) is False  # already finished
@@ -228,10 +306,7 @@ async def test_a_job_cancelled_by_another_process_is_stopped_at_the_next_heartbe
     await pipe.start()
     await wait_for_status(engine, job_id, JobStatus.RUNNING)
     assert await other.cancel(job_id) is True
-    for _ in range(50):
-        if runner.cancelled:
-            break
-        await asyncio.sleep(0.05)
+    await until(lambda: bool(runner.cancelled))  # at a heartbeat of this pipeline's, every 0.2 s
     await pipe.stop()
     assert runner.cancelled == [job_id]
     assert job(engine, job_id).status == JobStatus.CANCELLED
@@ -316,10 +391,13 @@ async def test_recovery_requeues_a_dead_workers_job_once_then_fails_it(
 ) -> None:
     seed_leaderboard(engine)
     retried, given_up, alive = submit(engine, count=3)
-    leave_running(engine, retried, "ghost", attempts=1, age_s=60)
-    leave_running(engine, given_up, "ghost", attempts=2, age_s=60)
+    # Heartbeats far apart: the job that beat just now stays alive for the whole test however slow
+    # the box (its worker never beats again here); the ghost fell silent twice the stale age ago.
+    stale_s = STALE_HEARTBEATS * WAIT_S
+    leave_running(engine, retried, "ghost", attempts=1, age_s=2 * stale_s)
+    leave_running(engine, given_up, "ghost", attempts=2, age_s=2 * stale_s)
     leave_running(engine, alive, "busy-elsewhere", attempts=1, age_s=0)
-    pipe = pipeline(engine, FakeRunner())
+    pipe = pipeline(engine, FakeRunner(), heartbeat_s=WAIT_S)
     recovery = await pipe.recover()
     assert (recovery.requeued, recovery.failed) == ([retried], [given_up])
     await pipe.start()

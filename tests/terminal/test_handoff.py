@@ -19,13 +19,20 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from kernelcup.adapters.terminal.handoff import hand_off, reply_from_json, reply_json, socket_path
-from kernelcup.adapters.terminal.handoff_listener import HandoffListener
+from kernelcup.adapters.terminal.handoff import (
+    VERSION,
+    database_identity,
+    hand_off,
+    reply_from_json,
+    reply_json,
+    socket_path,
+)
+from kernelcup.adapters.terminal.handoff_listener import ORDER_S, HandoffListener
 from kernelcup.core.config import load_settings
 from kernelcup.core.messages import Code, File, Image, Problem, ProgressBlock, Reply, Table, Text
 
@@ -146,6 +153,80 @@ def test_another_user_cannot_hand_a_command_to_the_server(home: Path, server: Se
             os._exit(1)
     _, status = os.waitpid(child, 0)
     assert os.waitstatus_to_exitcode(status) == 13
+
+
+NOBODY = 65534
+# A client of the hand-off, as small as can be: it sends one order and prints the first line the
+# server answers ("" where the server closed the connection without a word).
+CLIENT = """
+import socket, sys
+answer = b""
+with socket.socket(socket.AF_UNIX) as sock:
+    sock.settimeout(float(sys.argv[3]))
+    sock.connect(sys.argv[1])
+    try:
+        sock.sendall(sys.argv[2].encode() + b"\\n")
+        while not answer.endswith(b"\\n") and (chunk := sock.recv(65536)):
+            answer += chunk
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+print(answer.decode().strip())
+"""
+
+
+def _runnable_by_others(path: str) -> bool:
+    real = Path(path).resolve()
+    return all(p.stat().st_mode & stat.S_IXOTH for p in [real, *real.parents])
+
+
+def _interpreter_for_others() -> str | None:
+    """A Python another user can run (this one may live under /root, closed to them)."""
+    candidates = [sys.executable, shutil.which("python3"), "/usr/bin/python3", "/usr/local/bin/python3"]
+    return next((p for p in candidates if p and Path(p).exists() and _runnable_by_others(p)), None)
+
+
+def _as_user(uid: int) -> Callable[[], None]:
+    def become() -> None:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+
+    return become
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another user")
+def test_the_server_refuses_another_users_connection_that_the_sockets_mode_let_through(
+    home: Path, server: Server
+) -> None:
+    """The socket's mode is one lock; the server's check of the peer's uid (SO_PEERCRED) is the
+    other, and holds on its own: with the socket opened to everyone, a process of another uid
+    connects, sends a well-formed order and gets nothing, and the server runs nothing for it."""
+    interpreter = _interpreter_for_others()
+    if interpreter is None:
+        pytest.skip("no Python here that another user may run")
+    home.chmod(0o711)  # others may pass through to the socket, nothing more
+    server.socket.chmod(0o666)
+    database = database_identity(load_settings(env={"KERNELCUP_DATABASE_URL": f"sqlite:///{home}/kernelcup.db"}))
+    # The server reads an order for ORDER_S; a loaded box gets three times that to answer at all.
+    wait_s = 3 * ORDER_S
+
+    def order_as(user: str, uid: int | None) -> str:
+        order = json.dumps({"kernelcup_handoff": VERSION, "database": database, "command": "list", "args": {},
+                            "attachments": [], "user": user})
+        sent = subprocess.run([interpreter, "-I", "-S", "-c", CLIENT, str(server.socket), order, str(wait_s)],
+                              capture_output=True, text=True, timeout=2 * wait_s, cwd="/",
+                              preexec_fn=None if uid is None else _as_user(uid))
+        assert sent.returncode == 0, sent.stderr
+        return sent.stdout.strip()
+
+    assert order_as("mallory", NOBODY) == ""
+    # The control: the same client and order from the server's own user is taken.
+    assert json.loads(order_as("tester", None)) == {"type": "accepted"}
+    said = [json.loads(line) for line in server.log().splitlines() if line.startswith("{")]
+    refused = [e for e in said if e["event"] == "hand-off refused a connection from another user"]
+    assert [e["uid"] for e in refused] == [NOBODY]
+    commands = [e["actor"] for e in said if e["event"] == "hand-off command"]
+    assert "console:mallory" not in commands
 
 
 def test_without_an_answering_server_the_cli_runs_embedded_and_says_why_in_its_log(
