@@ -206,7 +206,7 @@ class Bench:
                                   stdout=log, stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + 300
-            while not (home / "var" / "kernelcup.sock").exists():
+            while not (home / "var" / "kernelcup.sock.d" / "kernelcup.sock").exists():
                 if server.poll() is not None or time.monotonic() > deadline:
                     raise SystemExit("kernelcup serve did not open its socket:\n" + (home / "serve.log").read_text())
                 time.sleep(0.1)
