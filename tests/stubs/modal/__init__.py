@@ -47,7 +47,6 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-
 class _Method(Generic[P, R]):
     """A method with Modal's two interfaces: call it blocking, or await ``.aio(...)``."""
 

@@ -65,7 +65,8 @@ class Call:
             raise exception.FunctionTimeoutError(f"Function call {self.call_id} timed out")
         try:
             status, blob = pickle.loads(self.output_path.read_bytes())
-        except FileNotFoundError:
+        except FileNotFoundError:  # the server's text for a crashed container is not in the client's
+            # source: this wording is the stub's own (the type, RemoteError, is what _process_result raises)
             code = self.process.returncode
             code = 128 - code if code < 0 else code  # a signal as a shell reports it: SIGSEGV is 139
             raise exception.RemoteError(f"Container crashed with exit code {code}") from None
