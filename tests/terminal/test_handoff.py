@@ -74,7 +74,7 @@ class Server:
         with self.output.open("w") as out:
             self.process = subprocess.Popen([*KERNELCUP, "serve", "--no-console"], cwd=home, env=environment(home),
                                             stdout=out, stderr=subprocess.STDOUT)
-        self.socket = home / "kernelcup.sock"
+        self.socket = home / "kernelcup.sock.d" / "kernelcup.sock"
         deadline = time.monotonic() + 120
         while not self.socket.exists():
             assert self.process.poll() is None, self.log()
@@ -205,6 +205,7 @@ def test_the_server_refuses_another_users_connection_that_the_sockets_mode_let_t
     if interpreter is None:
         pytest.skip("no Python here that another user may run")
     home.chmod(0o711)  # others may pass through to the socket, nothing more
+    server.socket.parent.chmod(0o711)
     server.socket.chmod(0o666)
     database = database_identity(load_settings(env={"KERNELCUP_DATABASE_URL": f"sqlite:///{home}/kernelcup.db"}))
     # The server reads an order for ORDER_S; a loaded box gets three times that to answer at all.
@@ -246,12 +247,12 @@ def test_without_an_answering_server_the_cli_runs_embedded_and_says_why_in_its_l
 def test_a_server_of_another_database_declines_and_nothing_runs_there(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Not SQLite: both sides then meet at var/kernelcup.sock in the working folder.
+    # Not SQLite: both sides then meet at var/kernelcup.sock.d/kernelcup.sock in the working folder.
     short = Path(tempfile.mkdtemp(prefix="kc", dir="/tmp"))
     monkeypatch.chdir(short)
     ours = load_settings(env={"KERNELCUP_DATABASE_URL": "postgresql+psycopg://kc@db.example/one"})
     theirs = load_settings(env={"KERNELCUP_DATABASE_URL": "postgresql+psycopg://kc@db.example/two"})
-    assert socket_path(ours) == socket_path(theirs) == short / "var" / "kernelcup.sock"
+    assert socket_path(ours) == socket_path(theirs) == short / "var" / "kernelcup.sock.d" / "kernelcup.sock"
 
     async def attempt() -> str:
         listener = HandoffListener(theirs)
