@@ -493,6 +493,7 @@ class Sandbox:
             limits.append(f"memory {self.memory_bytes >> 20} MiB (rlimit)")
         if not any("tasks" in applied for applied in limits):
             limits.append(f"{self.tasks} tasks (rlimit)")
+        limits.append(f"files up to {_env_int(FILE_SIZE_ENV, 4096)} MiB (rlimit)")
         filtered = "system-call filter" if syscall_filter() else f"no system-call filter ({SECCOMP_ENV}=0)"
         return f"{self.identity.description}; {filtered}; limits: {', '.join(limits)}"
 

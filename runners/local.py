@@ -54,11 +54,11 @@ log = structlog.get_logger(__name__)
 
 PASSED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "LD_LIBRARY_PATH")
 # CUDA_/NVIDIA_ select the device; KERNELCUP_HARNESS_* and KERNELCUP_CACHE_DIR are the harness's
-# own operator settings (child user, isolation switches, build cache), and the uids its jobs take
-# (KERNELCUP_SANDBOX_UID_RANGE, harness/uids.py). No other KERNELCUP_ key
-# passes: the database URL and tokens live there.
-PASSED_ENV_PREFIXES = ("CUDA_", "NVIDIA_", "KERNELCUP_HARNESS_")
-PASSED_ENV_EXTRA = ("KERNELCUP_CACHE_DIR", "KERNELCUP_SANDBOX_UID_RANGE")
+# own operator settings (child user, isolation switches, build cache), and KERNELCUP_SANDBOX_* the
+# limits README documents for every job (memory, tasks, file size) and the uids its jobs take
+# (harness/uids.py). No other KERNELCUP_ key passes: the database URL and tokens live there.
+PASSED_ENV_PREFIXES = ("CUDA_", "NVIDIA_", "KERNELCUP_HARNESS_", "KERNELCUP_SANDBOX_")
+PASSED_ENV_EXTRA = ("KERNELCUP_CACHE_DIR",)
 STDERR_KEEP_BYTES = 64 * 1024
 STDERR_TAIL_LINES = 20
 MAX_LINE_BYTES = 64 * 1024 * 1024  # the result line carries logs and profile reports

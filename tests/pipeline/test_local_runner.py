@@ -21,6 +21,7 @@ from kernelcup.core.plugins import load_runners
 from kernelcup.harness.process import _readonly_folders
 from kernelcup.harness.spec import GpuInfo, JobSpec, Mode, Progress, Result, Status, TaskConfig
 from kernelcup.runners.local import LocalRunner, detect_gpu, harness_env
+from tests.harness.conftest import leaderboard_spec
 
 from .support import fake_harness, make_settings
 
@@ -381,3 +382,57 @@ async def test_a_leaderboards_own_code_reaches_nothing_of_the_bot(
     assert result.system.isolation.startswith("sandbox (namespaces) in the harness's sandbox, uid"), (
         result.system.isolation
     )
+
+
+_LIMITS_PROBE = '''
+import os
+
+
+def _allocate(nbytes: int) -> str:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            block = bytearray(nbytes)
+            block[:: 1 << 12] = b"x" * len(block[:: 1 << 12])
+            os._exit(0)
+        except MemoryError:
+            os._exit(3)
+    _, status = os.waitpid(pid, 0)
+    return "allocated" if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 else f"refused ({status})"
+
+
+print("LIMITS", _allocate(@BYTES@), flush=True)
+'''
+
+
+@pytest.mark.parametrize("memory_mb", [1536, None])
+async def test_the_sandbox_limits_set_on_the_bot_are_the_ones_its_jobs_get(
+    monkeypatch: pytest.MonkeyPatch, memory_mb: int | None
+) -> None:
+    """README's KERNELCUP_SANDBOX_MEMORY_MB, _TASKS and _FILE_MB, set in the bot's environment,
+    reach every job the local runner starts: the job's isolation names them, and a submission that
+    touches 2 GiB is refused under a 1.5 GiB limit (torch's own mappings need about 1 GiB where the
+    limit is an rlimit on address space); the control, with no setting (the default, ¾ of RAM),
+    allocates it."""
+    if memory_mb is not None:
+        monkeypatch.setenv("KERNELCUP_SANDBOX_MEMORY_MB", str(memory_mb))
+        monkeypatch.setenv("KERNELCUP_SANDBOX_TASKS", "77")
+        monkeypatch.setenv("KERNELCUP_SANDBOX_FILE_MB", "33")
+    board = ROOT / "leaderboards" / "vectoradd"
+    source = (board / "solutions" / "pytorch.py").read_text() + _LIMITS_PROBE.replace("@BYTES@", str(2 << 30))
+    job = leaderboard_spec(board, source, Mode.TEST, device="cpu", job_id="1")
+    job.task.tests = job.task.tests[:1]
+
+    async def on_progress(event: Progress) -> None:
+        return None
+
+    result = await LocalRunner(gpu="cpu").run(job, RunContext(1, "cpu", 120), on_progress)
+    assert result.status is Status.PASSED, result.verdict
+    isolation = result.system.isolation
+    said = [line.removeprefix("LIMITS ") for line in result.stdout.splitlines() if line.startswith("LIMITS ")]
+    if memory_mb is None:
+        assert said == ["allocated"]
+        assert "77 tasks" not in isolation
+        return
+    assert said and said[0].startswith("refused"), said
+    assert f"{memory_mb} MiB" in isolation and "77 tasks" in isolation and "files up to 33 MiB" in isolation, isolation
