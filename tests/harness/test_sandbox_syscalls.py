@@ -107,6 +107,49 @@ def test_a_call_under_another_architectures_numbers_kills_and_x32_numbers_are_re
         seccomp.program("riscv64")
 
 
+# The refused calls as root makes them outside any sandbox, where the kernel allows each or fails
+# it for another reason (a missing path, a bad descriptor), never EPERM: then under the filter.
+KERNEL_CHECK = """
+import ctypes, json, os, sys
+from kernelcup.harness import seccomp
+libc = ctypes.CDLL(None, use_errno=True)
+numbers = seccomp.ARCHITECTURES[os.uname().machine].refused
+missing = b"/nonexistent-kernelcup"
+calls = {
+    "unshare": (0,), "setns": (os.open("/proc/self/ns/mnt", os.O_RDONLY), 0x00020000),
+    "mount": (b"none", missing, b"tmpfs", 0, 0), "umount2": (missing, 0), "pivot_root": (missing, missing),
+    "open_tree": (-100, missing, 0), "move_mount": (-1, b"", -1, b"", 0), "fsopen": (b"tmpfs", 0),
+    "fsconfig": (-1, 0, 0, 0, 0), "fsmount": (-1, 0, 0), "fspick": (-100, missing, 0),
+    "mount_setattr": (-1, b"", 0, 0, 0), "keyctl": (0, -2, 0), "add_key": (b"nosuchtype", b"kc", 0, 0, -2),
+    "request_key": (b"user", b"kernelcup-no-such-key", 0, 0), "bpf": (0, 0, 0),
+}
+if sys.argv[1] == "filtered":
+    libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+    seccomp.install()
+found = {}
+for name, arguments in calls.items():
+    passed = [ctypes.c_long(a) if isinstance(a, int) else a for a in arguments]
+    found[name] = 0 if libc.syscall(ctypes.c_long(numbers[name]), *passed) >= 0 else ctypes.get_errno()
+print(json.dumps(found))
+"""
+
+
+def _kernel_answers(mode: str) -> dict[str, int]:
+    done = subprocess.run([sys.executable, "-c", KERNEL_CHECK, mode], capture_output=True, text=True, cwd=REPO,
+                          timeout=120, check=True)
+    answers: dict[str, int] = json.loads(done.stdout)
+    return answers
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="as another user the kernel refuses most of these itself")
+def test_the_kernel_answers_eperm_under_the_filter_where_it_answered_otherwise_without() -> None:
+    without = _kernel_answers("unfiltered")
+    refused_anyway = sorted(name for name, answer in without.items() if answer == errno.EPERM)
+    if refused_anyway:
+        pytest.skip(f"this machine refuses {refused_anyway} itself (a container's own filter?)")
+    assert _kernel_answers("filtered") == {name: errno.EPERM for name in without}
+
+
 # --- a hostile job, and the same job with the filter off -------------------------------------
 
 
