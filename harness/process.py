@@ -304,16 +304,20 @@ def _leased_identity() -> Identity:
     except uids.UidError as exc:
         return Identity(None, None, f"no sandbox: {exc}", refused=str(exc))
     if not uids.mapped(wanted):
-        why = (f"the uids {wanted.start}-{wanted.stop - 1} ({uids.RANGE_ENV}) do not exist in this machine's user "
-               f"namespace: set {uids.RANGE_ENV} to uids it has, or {USER_ENV} to a user to run jobs as")
-        return Identity(None, None, f"no sandbox: {why}", refused=why)
+        # A container may map fewer uids: without a range of the operator's, take its highest.
+        fallback = None if os.environ.get(uids.RANGE_ENV) else uids.highest_mapped(len(wanted))
+        if fallback is None:
+            why = (f"the uids {wanted.start}-{wanted.stop - 1} ({uids.RANGE_ENV}) do not exist in this machine's "
+                   f"user namespace: set {uids.RANGE_ENV} to uids it has, or {USER_ENV} to a user to run jobs as")
+            return Identity(None, None, f"no sandbox: {why}", refused=why)
+        wanted = fallback
     try:
         lease = uids.lease(wanted)
     except (uids.UidError, OSError) as exc:
         why = f"no uid could be reserved for the job: {exc}"
         return Identity(None, None, f"no sandbox: {why}", refused=why)
     gid = lease.uid if _gpu_nodes_open_to_all() else _gpu_group(lease.uid)
-    described = f"sandbox (namespaces), uid {lease.uid} outside (the job's own, of {uids.RANGE_ENV})"
+    described = f"sandbox (namespaces), uid {lease.uid} outside (the job's own, of {wanted.start}-{wanted.stop - 1})"
     return Identity(lease.uid, gid, described, sandbox=True, lease=lease)
 
 

@@ -54,15 +54,36 @@ def configured_range(value: str | None = None) -> range:
     return uids
 
 
-def mapped(uids: range) -> bool:
+def _extents(uid_map: str | None) -> list[tuple[int, int]]:
+    """The uids this process's user namespace has, as (first, count): ``/proc/self/uid_map``."""
+    if uid_map is None:
+        try:
+            with open("/proc/self/uid_map") as lines:
+                uid_map = lines.read()
+        except OSError:
+            return []
+    try:
+        return [(int(fields[0]), int(fields[2])) for fields in map(str.split, uid_map.splitlines()) if fields]
+    except (ValueError, IndexError):
+        return []
+
+
+def mapped(uids: range, uid_map: str | None = None) -> bool:
     """Whether every uid of ``uids`` exists in this process's user namespace (a container maps
     only some; a uid outside them cannot be given to a job)."""
-    try:
-        with open("/proc/self/uid_map") as lines:
-            extents = [tuple(int(x) for x in line.split()) for line in lines if line.strip()]
-    except (OSError, ValueError):
-        return False
-    return any(inside <= uids.start and uids.stop <= inside + count for inside, _outside, count in extents)
+    return any(first <= uids.start and uids.stop <= first + count for first, count in _extents(uid_map))
+
+
+def highest_mapped(size: int, uid_map: str | None = None) -> range | None:
+    """The last ``size`` uids (fewer where the namespace has fewer) of the highest block this
+    user namespace maps, never uid 0: where the default range is not mapped (a container), the
+    uids least likely to belong to anyone else there."""
+    blocks = [(first, count) for first, count in _extents(uid_map) if first + count > 1]
+    if not blocks:
+        return None
+    first, count = max(blocks, key=lambda block: block[0] + block[1])
+    end = first + count
+    return range(max(first, 1, end - size), end)
 
 
 def lease(uids: range, locks: str = LOCKS) -> Lease:

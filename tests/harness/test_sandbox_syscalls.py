@@ -390,3 +390,13 @@ def test_a_leased_uid_is_not_leased_again_until_released(tmp_path: Path) -> None
         uids.lease(range(3000000000, 3000000003), str(tmp_path / "open"))
     for lease in held:
         lease.release()
+
+
+def test_where_the_default_range_is_not_mapped_the_highest_mapped_uids_are_taken() -> None:
+    container = "         0       1000          1\n         1     100000      65536\n"
+    assert not uids.mapped(uids.configured_range(""), container)
+    assert uids.mapped(range(1, 65537), container)
+    assert uids.highest_mapped(65536, container) == range(1, 65537)
+    assert uids.highest_mapped(1000, container) == range(64537, 65537)
+    assert uids.highest_mapped(10, "0 0 1\n") is None  # root alone: nothing to give a job
+    assert uids.mapped(uids.configured_range(""), "0 0 4294967295\n")
