@@ -40,7 +40,7 @@ from conftest import (
 )
 
 from kernelcup.harness import seccomp, uids
-from kernelcup.harness.process import SECCOMP_ENV
+from kernelcup.harness.process import SECCOMP_ENV, harness_sandboxed
 from kernelcup.harness.spec import Mode, Result, Status
 
 ADDMUL = LEADERBOARDS / "addmul"
@@ -400,3 +400,26 @@ def test_where_the_default_range_is_not_mapped_the_highest_mapped_uids_are_taken
     assert uids.highest_mapped(1000, container) == range(64537, 65537)
     assert uids.highest_mapped(10, "0 0 1\n") is None  # root alone: nothing to give a job
     assert uids.mapped(uids.configured_range(""), "0 0 4294967295\n")
+
+
+@ROOT_ONLY
+def test_a_runner_hands_its_harness_the_lease_on_its_uid_which_is_free_once_the_harness_ends(tmp_path: Path) -> None:
+    """The local runner starts each harness in a sandbox of its own, as a uid of its own: the
+    runner lets go of the lease once the harness has started, and the harness's sandbox holds it
+    until the harness ends."""
+    folder = tmp_path / "harness"
+    launch = harness_sandboxed([sys.executable, "-c", "import os, sys; print(open('/proc/self/uid_map').read()); "
+                                "sys.stdin.read()"], folder)
+    assert launch.sandbox is not None and launch.sandbox.identity.uid is not None
+    uid = launch.sandbox.identity.uid
+    process = subprocess.Popen(launch.command, env={**os.environ, **launch.env}, pass_fds=launch.pass_fds, cwd=folder,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    launch.started()
+    try:
+        with pytest.raises(uids.UidError, match="no free uid"):  # the harness's sandbox holds it
+            uids.lease(range(uid, uid + 1))
+    finally:
+        stdout, stderr = process.communicate("", timeout=120)
+    assert process.returncode == 0, stderr
+    assert str(uid) in stdout.split(), stdout  # its uid_map: 1000 inside is the leased uid outside
+    uids.lease(range(uid, uid + 1)).release()  # free again
