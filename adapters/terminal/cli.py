@@ -86,6 +86,28 @@ def serve(
     raise typer.Exit(run_serve(console))
 
 
+@app.command()
+def init(
+    folder: str = typer.Argument(".", help="the folder to write into (made if missing)"),
+    force: bool = typer.Option(False, "--force", help="replace files that exist (other files stay)"),
+) -> None:
+    """Write a folder to run kernelcup in: the shipped leaderboards, config/kernelcup.yml, .env.example."""
+    from kernelcup.adapters.terminal.starter import next_steps, write_starter
+
+    try:
+        written = write_starter(Path(folder), force=force)
+    except UserError as exc:
+        Console(stderr=True).print(f"[red]{escape(exc.message)}[/red] {escape(exc.hint)}", highlight=False)
+        raise typer.Exit(EXIT_FAILED) from None
+    out = Console()
+    boards = {path.parts[1] for path in written if path.parts[0] == "leaderboards" and len(path.parts) > 2}
+    out.print(f"[green]Wrote {len(boards)} leaderboards, config/kernelcup.yml and .env.example into "
+              f"{escape(str(folder))}.[/green]", highlight=False)
+    out.print("Next:", highlight=False)
+    for line in next_steps(Path(folder)):
+        out.print(f"  {escape(line)}", highlight=False)
+
+
 @db_app.command("upgrade")
 def db_upgrade() -> None:
     """Bring the database schema up to date (the bot also does this on start)."""
@@ -106,7 +128,8 @@ def _typer_command(cmd: Command) -> Callable[..., None]:
     """A Typer command whose signature is built from the core command's parameters."""
     params = []
     for p in cmd.params:
-        flag = f"--{p.name.replace('_', '-')}"
+        flags = [f"--{name.replace('_', '-')}" for name in (*p.aliases, p.name)]
+        flag = flags[-1]
         annotation: Any = int if p.kind is Kind.INT else bool if p.kind is Kind.FLAG else str
         if p.many:
             annotation = list[str] | None
@@ -117,7 +140,7 @@ def _typer_command(cmd: Command) -> Callable[..., None]:
         elif p.kind is Kind.FLAG:
             default = typer.Option(False, flag, help=p.help)
         else:
-            default = typer.Option(None, flag, help=p.help, show_default=False)
+            default = typer.Option(None, *flags, help=p.help, show_default=False)
         kind = inspect.Parameter.POSITIONAL_OR_KEYWORD if p.positional else inspect.Parameter.KEYWORD_ONLY
         params.append(inspect.Parameter(p.name, kind, annotation=annotation, default=default))
 

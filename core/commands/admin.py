@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 from kernelcup.core.commands.registry import CommandContext, Kind, Param, command
 from kernelcup.core.errors import UserError
 from kernelcup.core.messages import Block, Reply, Request, Table, Text
 from kernelcup.core.roles import Role
 from kernelcup.core.when import parse_when, relative, show_utc
 from kernelcup.harness.spec import Mode
+
+if TYPE_CHECKING:
+    from kernelcup.core.leaderboards.catalog import SyncReport
 
 USER = Param("user", Kind.USER, "identity such as discord:1234 or console:alice", required=True, positional=True)
 
@@ -94,25 +100,68 @@ def resume_command(app: CommandContext, request: Request) -> Reply:
 
 @command(
     "sync",
-    "create or refresh every leaderboard from the leaderboards folder",
+    "create or refresh every leaderboard from the leaderboards folder, or from a problems repository",
+    Param("source", Kind.TEXT, "a git URL (e.g. GPU MODE's reference-kernels) or, on the bot's own terminal, "
+          "a folder or local git repository of problems; default: the leaderboards folder", aliases=("from",)),
     role=Role.ADMIN,
     group="admin",
 )
 def sync_command(app: CommandContext, request: Request) -> Reply:
     from kernelcup.core.store.db import session_scope
 
+    if request.args.get("source"):
+        return _sync_from(app, request, str(request.args["source"]))
     with session_scope(app.engine) as session:
         report = app.sync_leaderboards(session)
     app.reschedule()  # new leaderboards get their close, reminders and "opened" announcement
+    return _sync_reply(report, f"Synced {app.settings.leaderboards_dir}", None)
+
+
+def _sync_from(app: CommandContext, request: Request, text: str) -> Reply:
+    """``sync --from``: a problems repository cloned (or a folder read) and synced as leaderboards
+    (kernelcup.core.leaderboards.sources). A leaderboard of the same name from elsewhere is left
+    alone and reported; a second sync of the same source updates its own."""
+    from kernelcup.core.leaderboards.catalog import sync_folder
+    from kernelcup.core.leaderboards.sources import LEVELS, fetch_source
+    from kernelcup.core.store.db import session_scope
+
+    source = fetch_source(text, app.settings.leaderboards_dir, from_this_machine=request.from_this_machine)
+    with session_scope(app.engine) as session:
+        # The inputs of Kernelcup.sync_leaderboards, the sync of leaderboards_dir.
+        report = sync_folder(
+            session,
+            source.root,
+            served_gpus=sorted(app.served_gpus()),
+            now=app.now(),
+            default_days=app.settings.default_deadline_days,
+            cards={name: gpu.count for name, gpu in app.settings.gpus.items()},
+            owner=source.owner,
+            levels=LEVELS,
+        )
+    app.reschedule()
+    return _sync_reply(report, f"Synced {source.shown}", source.owner)
+
+
+def _sync_reply(report: SyncReport, title: str, root: Path | None) -> Reply:
+    """One row per leaderboard folder: created, updated, unchanged, or skipped and why. Under
+    ``root``, a skipped folder is named by its task.yml's path."""
+
+    def skipped(name: str, why: str) -> str:
+        folder = report.folders.get(name)
+        if root is None or folder is None or not folder.is_relative_to(root):
+            return f"error: {why}"
+        return f"skipped, {(folder / 'task.yml').relative_to(root)}: {why}"
+
     rows = tuple(
         [(name, "created, closed: its deadline has passed" if name in report.closed else "created")
          for name in report.created]
         + [(name, "updated") for name in report.updated]
         + [(name, "unchanged") for name in report.unchanged]
-        + [(name, f"error: {why}") for name, why in report.errors.items()]
+        + [(name, skipped(name, why)) for name, why in report.errors.items()]
     )
-    return Reply([Table(("leaderboard", "sync"), rows, title=f"Synced {app.settings.leaderboards_dir}")],
-                 ok=not report.errors)
+    if not rows and root is not None:
+        return Reply([Text(f"{title}: no folder with a task.yml was found there.", style="warning")], ok=False)
+    return Reply([Table(("leaderboard", "sync"), rows, title=title)], ok=not report.errors)
 
 
 @command(

@@ -39,7 +39,7 @@ def parse_line(line: str) -> tuple[str, dict[str, Any]]:
                 name, value = name.split("=", 1)
             param = _param(cmd, name)
             if param.kind is Kind.FLAG:
-                args[name] = True
+                args[param.name] = True
             else:
                 if value is None:
                     i += 1
@@ -58,7 +58,7 @@ def parse_line(line: str) -> tuple[str, dict[str, Any]]:
 
 def _param(cmd: Command, name: str) -> Param:
     for param in cmd.params:
-        if param.name == name:
+        if name == param.name or name in param.aliases:
             return param
     raise UserError(f"{cmd.name} has no option --{name}.", usage(cmd))
 

@@ -46,6 +46,9 @@ class Param:
     many: bool = False
     choices: tuple[str, ...] = ()
     default: Any = None
+    # Other names a command line takes for it (``--from`` for ``source``): a Python keyword
+    # cannot name a parameter, and Discord and the CLI build signatures from ``name``.
+    aliases: tuple[str, ...] = ()
 
 
 class CommandContext(Protocol):

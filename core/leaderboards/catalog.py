@@ -161,6 +161,7 @@ class SyncReport:
     unchanged: list[str] = field(default_factory=list)
     closed: list[str] = field(default_factory=list)  # of those created: past their deadline already
     errors: dict[str, str] = field(default_factory=dict)
+    folders: dict[str, Path] = field(default_factory=dict)  # each leaderboard found: its folder
 
 
 NO_GPU_SERVED = ("no runner serves a GPU here, so the leaderboard cannot open: check the GPU registry (gpus: in "
@@ -175,23 +176,29 @@ def sync_folder(
     now: datetime,
     default_days: int,
     cards: Mapping[str, int] | None = None,
+    owner: Path | None = None,
+    levels: int = 2,
 ) -> SyncReport:
     """Every leaderboard folder under ``root`` becomes (or refreshes) a leaderboard of its name:
-    kernelcup's layout or GPU MODE's problem sets (``kernelcup.core.leaderboards.problem_sets``).
+    kernelcup's layout or GPU MODE's problem sets (``kernelcup.core.leaderboards.problem_sets``),
+    found one to ``levels`` folders down.
 
     New leaderboards open on the GPUs a runner serves now that task.yml (or the problem set)
     allows, or all of them when it names none (e.g. the local GPU or ``cpu``). A folder that
     cannot be read or run here is reported with its reason; the others still load. ``cards``
     (each GPU's card count) keeps a multi-GPU leaderboard to GPU entries with enough cards and a
-    single-GPU one to single cards, and refuses one that fits none.
+    single-GPU one to single cards, and refuses one that fits none. Given ``owner`` (a problems
+    repository's folder: ``kernelcup.core.leaderboards.sources``), a leaderboard of the same name
+    that came from elsewhere is left alone and reported, never overwritten by another source's.
     """
     report = SyncReport()
     if not root.is_dir():
         report.errors[str(root)] = (f"there is no folder {root.resolve()} (set leaderboards_dir, or "
                                     "KERNELCUP_LEADERBOARDS_DIR)")
         return report
-    found, report.errors = find_task_folders(root)
+    found, report.errors = find_task_folders(root, levels)
     for entry in found:
+        report.folders[entry.name] = entry.folder
         try:
             # The operator's own folder: a source may reach anything in it (GPU MODE's problem sets
             # share ../utils.py, and linalg's reach ../../pmpp_v2/utils.py), nothing outside it.
@@ -228,11 +235,21 @@ def sync_folder(
                 report.errors[entry.name] = _one_line(getattr(exc, "message", str(exc)))
                 continue
             report.created.append(task.name)
+        elif owner is not None and not _comes_from(existing, owner):
+            report.errors[entry.name] = (
+                f"a leaderboard {task.name!r} already exists from {existing.source_dir or 'an upload'}: left as "
+                "it is (rename the problem's folder, or its name in the problem set, to load it beside)")
         elif update_from_folder(session, existing, task):
             report.updated.append(task.name)
         else:
             report.unchanged.append(task.name)
     return report
+
+
+def _comes_from(board: Leaderboard, owner: Path) -> bool:
+    """Whether ``board`` was synced from a folder inside ``owner`` (a relative source folder is
+    relative to the working folder, as ``leaderboards_dir`` is)."""
+    return board.source_dir is not None and Path(board.source_dir).resolve().is_relative_to(owner.resolve())
 
 
 def _one_line(message: str) -> str:

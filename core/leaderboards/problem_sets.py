@@ -29,12 +29,13 @@ class FoundFolder:
     deadline: Any = None  # from a set's yaml, as YAML read it (a string, a date); None when it names none
 
 
-def find_task_folders(root: Path) -> tuple[list[FoundFolder], dict[str, str]]:
-    """Every leaderboard folder under ``root`` (one or two levels down), and what could not be read."""
+def find_task_folders(root: Path, levels: int = 2) -> tuple[list[FoundFolder], dict[str, str]]:
+    """Every leaderboard folder under ``root`` (one to ``levels`` levels down; hidden folders and
+    ``__pycache__`` never), and what could not be read."""
     errors: dict[str, str] = {}
     folders = [
         path.parent
-        for pattern in ("*/task.yml", "*/*/task.yml")
+        for pattern in ("*/" * depth + "task.yml" for depth in range(1, levels + 1))
         for path in sorted(root.glob(pattern))
         if not any(part.startswith((".", "__")) for part in path.relative_to(root).parts)
     ]
