@@ -4,11 +4,19 @@ Best effort by design: a container may mount cgroups read-only, or run the harne
 whose controllers cannot be enabled below it. Then the sandbox's rlimits are the limits, and
 the result's ``isolation`` says which applied. Ending every process of a job does not depend
 on this: the job's PID namespace does it.
+
+A runner that sandboxes the harness (runners/local.py) makes the cgroup itself, one per harness,
+and the harness's sandbox joins it: the harness, the leaderboard's code, every process of the
+submission and the tmpfs pages they write (charged to the writer's cgroup) share one memory and
+one task limit. The harness sees no cgroup file system there; the runner tells it the limits
+and hands it a descriptor of the cgroup's OOM counter (:data:`WHOLE_JOB_ENV`), from which it
+tells a process the kernel ended for the job's memory limit from one killed otherwise.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import time
@@ -53,6 +61,8 @@ class JobCgroup:
 
     paths: list[Path] = field(default_factory=list)
     applied: list[str] = field(default_factory=list)  # e.g. "memory 16 GiB (cgroup v2)"
+    memory_bytes: int = 0  # the memory limit, where one was set
+    oom_counter: Path | None = None  # memory.events (v2) or memory.oom_control (v1): "oom_kill N"
 
     @classmethod
     def create(cls, name: str, memory_bytes: int, pids: int) -> JobCgroup:
@@ -82,6 +92,7 @@ class JobCgroup:
         if _try_write(path / "memory.max", str(memory_bytes)):
             _try_write(path / "memory.swap.max", "0")
             self.applied.append(f"memory {memory_bytes >> 20} MiB (cgroup)")
+            self.memory_bytes, self.oom_counter = memory_bytes, path / "memory.events"
         if _try_write(path / "pids.max", str(pids)):
             self.applied.append(f"{pids} tasks (cgroup)")
 
@@ -94,12 +105,19 @@ class JobCgroup:
             return
         self.paths.append(path)
         if controller == "memory" and _try_write(path / "memory.limit_in_bytes", str(memory_bytes)):
+            _try_write(path / "memory.memsw.limit_in_bytes", str(memory_bytes))  # no swap past it
             self.applied.append(f"memory {memory_bytes >> 20} MiB (cgroup)")
+            self.memory_bytes, self.oom_counter = memory_bytes, path / "memory.oom_control"
         if controller == "pids" and _try_write(path / "pids.max", str(pids)):
             self.applied.append(f"{pids} tasks (cgroup)")
 
+    def oom_kills(self) -> int:
+        """How many of the cgroup's processes the kernel ended for its memory limit."""
+        return _oom_kills(_read(self.oom_counter)) if self.oom_counter is not None else 0
+
     def close(self) -> None:
         """Kill whatever is still in the job's cgroups and remove them."""
+        _watched[:] = [group for group in _watched if group is not self]
         for path in self.paths:
             if not _try_write(path / "cgroup.kill", "1"):
                 for pid in _read(path / "cgroup.procs").split():
@@ -115,6 +133,71 @@ class JobCgroup:
                 except OSError:
                     time.sleep(0.02)
         self.paths = []
+        self.oom_counter = None
+
+
+def _oom_kills(text: str) -> int:
+    """The ``oom_kill N`` line of memory.events (v2) or memory.oom_control (v1)."""
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "oom_kill" and value.strip().isdigit():
+            return int(value)
+    return 0
+
+
+# Set by a runner that put the harness in a cgroup of its own making, for the harness only:
+# {"applied": [...], "memory_bytes": N, "oom_fd": descriptor of its OOM counter, or -1}.
+WHOLE_JOB_ENV = "KERNELCUP_HARNESS_JOB_CGROUP"
+
+
+@dataclass(frozen=True)
+class WholeJob:
+    """The limits of the runner's cgroup that the harness and everything of its job are in."""
+
+    applied: tuple[str, ...] = ()
+    memory_bytes: int = 0
+    oom_fd: int = -1
+
+    @classmethod
+    def from_environment(cls) -> WholeJob:
+        try:
+            told = json.loads(os.environ.get(WHOLE_JOB_ENV, "") or "{}")
+            return cls(tuple(str(a) for a in told.get("applied", [])), int(told.get("memory_bytes", 0)),
+                       int(told.get("oom_fd", -1)))
+        except (ValueError, TypeError, AttributeError):
+            return cls()
+
+    def to_environment(self) -> str:
+        return json.dumps({"applied": list(self.applied), "memory_bytes": self.memory_bytes, "oom_fd": self.oom_fd})
+
+    def oom_kills(self) -> int:
+        if self.oom_fd < 0:
+            return 0
+        try:
+            os.lseek(self.oom_fd, 0, os.SEEK_SET)
+            return _oom_kills(os.read(self.oom_fd, 4096).decode(errors="replace"))
+        except OSError:
+            return 0
+
+
+_watched: list[JobCgroup] = []  # the job cgroups this harness made (standalone, no runner's cgroup)
+
+
+def watch(group: JobCgroup) -> None:
+    """Count ``group``'s OOM kills in :func:`memory_limit_hit` until it is closed."""
+    _watched.append(group)
+
+
+def memory_limit_hit() -> int:
+    """The memory limit in bytes that the kernel ended a process of this harness's job for (the
+    runner's whole-job cgroup, else the job's own), or 0 where none was (or none can be read)."""
+    whole = WholeJob.from_environment()
+    if whole.memory_bytes and whole.oom_kills():
+        return whole.memory_bytes
+    for group in [g for g in _watched if g.oom_counter is not None]:
+        if group.oom_kills():
+            return group.memory_bytes
+    return 0
 
 
 def _job_name(name: str) -> str:

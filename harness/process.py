@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelcup.harness import uids
-from kernelcup.harness.cgroups import JobCgroup
+from kernelcup.harness.cgroups import WHOLE_JOB_ENV, JobCgroup, WholeJob, memory_limit_hit, watch
 from kernelcup.harness.channel import Channel
 from kernelcup.harness.spec import Status
 from kernelcup.harness.verdict import RunEnded
@@ -456,6 +456,19 @@ def _env_int(name: str, default: int) -> int:
         return default
 
 
+def job_limits() -> tuple[int, int]:
+    """A job's memory limit in bytes and its task limit (README, *The sandbox*):
+    ``KERNELCUP_SANDBOX_MEMORY_MB`` (default ¾ of this machine's memory, at most 64 GiB) and
+    ``KERNELCUP_SANDBOX_TASKS`` (default 1024)."""
+    memory = _env_int(MEMORY_ENV, min(_memory_total() * 3 // 4 >> 20, 64 << 10)) << 20
+    return memory, _env_int(TASKS_ENV, 1024)
+
+
+# A job's processes raise their own OOM score to the most (raising needs no privilege): where the
+# job's memory limit is reached, the kernel ends one of them, never the harness that reports it.
+JOB_OOM_SCORE_ADJ = 1000
+
+
 @dataclass
 class Sandbox:
     """The sandbox of one job: its root mount point, its writable folders, its cgroup.
@@ -477,6 +490,7 @@ class Sandbox:
     # The runner's own folders to cover should a bind bring them in; by default those the runner
     # named to this harness (HIDE_ENV). A harness's own sandbox is made by the runner, which names them.
     hide: list[str] = field(default_factory=lambda: [p for p in os.environ.get(HIDE_ENV, "").split(os.pathsep) if p])
+    tmp_bytes: int = 1 << 30  # the size of its /tmp and /var/tmp (tmpfs, charged to its memory cgroup)
     _policy_fd: int | None = None  # the policy every process of the job is started with
     _policy_for: tuple[str, bool] | None = None  # its (cwd, harness)
 
@@ -486,13 +500,15 @@ class Sandbox:
     ) -> Sandbox:
         root = base / "root"
         root.mkdir(mode=0o700, exist_ok=True)
-        memory = _env_int(MEMORY_ENV, min(_memory_total() * 3 // 4 >> 20, 64 << 10)) << 20
-        tasks = _env_int(TASKS_ENV, 1024)
+        memory, tasks = job_limits()
         cgroup = JobCgroup.create(base.name, memory, tasks)
+        watch(cgroup)
         return cls(identity, root, writable, cgroup, memory, tasks, list(moved or []))
 
     def describe(self) -> str:
-        limits = list(self.cgroup.applied)
+        whole = [f"{applied.removesuffix(' (cgroup)')} for the whole job (the runner's cgroup)"
+                 for applied in WholeJob.from_environment().applied]
+        limits = [*whole, *self.cgroup.applied]
         if not any("memory" in applied for applied in limits):
             limits.append(f"memory {self.memory_bytes >> 20} MiB (rlimit)")
         if not any("tasks" in applied for applied in limits):
@@ -533,9 +549,11 @@ class Sandbox:
             "FSIZE": _env_int(FILE_SIZE_ENV, 4096) << 20,
             "CORE": 0,
         }
-        if not harness and not any("memory" in applied for applied in self.cgroup.applied):
-            # CUDA reserves far more address space than it uses: with a GPU the limit is on
-            # private writable memory (RLIMIT_DATA) instead of all of it (RLIMIT_AS).
+        counted = [*self.cgroup.applied, *WholeJob.from_environment().applied]
+        if not harness and not any("memory" in applied for applied in counted):
+            # Only where no cgroup counts the job's memory: an address-space limit also refuses
+            # what is reserved and never used. CUDA reserves far more than it uses: with a GPU
+            # the limit is on private writable memory (RLIMIT_DATA) instead of all of it (RLIMIT_AS).
             limits["DATA" if gpu else "AS"] = self.memory_bytes
         identity = self.identity
         hidden = self.hide
@@ -553,8 +571,9 @@ class Sandbox:
             "outside_gid": identity.gid if identity.gid is not None else os.getegid(),
             "cwd": str(cwd),
             "limits": limits,
-            "tmp_bytes": 1 << 30,
+            "tmp_bytes": self.tmp_bytes,
             "shm_bytes": 1 << 30,
+            "oom_score_adj": None if harness else JOB_OOM_SCORE_ADJ,
             # A job's launcher dies with the harness (so its keeper, init and job do too), even
             # when the harness is SIGKILLed; the harness's own sandbox is the runner's to end.
             "parent_pid": None if harness else os.getpid(),
@@ -567,6 +586,10 @@ class Sandbox:
 
     def close(self) -> None:
         self.cgroup.close()
+        self.close_policy()
+
+    def close_policy(self) -> None:
+        """Close this process's copy of the policy (its launchers read their own)."""
         if self._policy_fd is not None:
             os.close(self._policy_fd)
             self._policy_fd = None
@@ -597,20 +620,30 @@ class HarnessLaunch:
     command: list[str]
     env: dict[str, str] = field(default_factory=dict)
     sandbox: Sandbox | None = None
+    extra_fds: tuple[int, ...] = ()  # the whole-job cgroup's OOM counter, for the harness to read
 
     @property
     def pass_fds(self) -> tuple[int, ...]:
-        return self.sandbox.pass_fds if self.sandbox is not None else ()
+        return (*(self.sandbox.pass_fds if self.sandbox is not None else ()), *self.extra_fds)
 
     def started(self) -> None:
+        """The harness runs: close our copies of its descriptors. Its cgroup (the runner's) stays."""
+        for fd in self.extra_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.extra_fds = ()
         if self.sandbox is not None:
-            self.sandbox.close()
+            self.sandbox.close_policy()
             if self.sandbox.identity.lease is not None:  # the harness's sandbox launcher holds it now
                 self.sandbox.identity.lease.release()
 
 
 def harness_sandboxed(
-    command: list[str], folder: Path, readonly: list[Path] | None = None, hide: list[str] | None = None
+    command: list[str],
+    folder: Path,
+    readonly: list[Path] | None = None,
+    hide: list[str] | None = None,
+    cgroup: JobCgroup | None = None,
 ) -> HarnessLaunch:
     """For a runner on the bot's machine: ``python -m kernelcup.harness`` in a sandbox of its own.
 
@@ -623,6 +656,11 @@ def harness_sandboxed(
     as a uid of its own (harness/uids.py), which its job keeps. Each job's submission then gets
     its own sandbox inside this one. Where no sandbox can be had the command is returned as it
     is: the harness refuses the job itself, with the reason.
+
+    ``cgroup``: the runner's cgroup for the whole job (the harness and all it starts), which the
+    harness's sandbox joins; the harness learns its limits and gets a descriptor of its OOM
+    counter (``harness/cgroups.py``), and its ``/tmp``, where it keeps the job's folders, is a
+    tmpfs the size of the job's memory limit, whose pages count against that limit.
     """
     identity = child_identity()
     if not identity.sandbox:
@@ -633,13 +671,23 @@ def harness_sandboxed(
     for path in [folder, *(p for p in folder.rglob("*") if not p.is_symlink())]:
         if identity.uid is not None:
             os.chown(path, identity.uid, identity.gid if identity.gid is not None else -1)
+    cgroup = cgroup or JobCgroup()
     outer = Sandbox(
-        identity, folder / "harness-root", [folder], JobCgroup(), 0, 0, readonly=list(readonly or []),
-        hide=list(hide or []),
+        identity, folder / "harness-root", [folder], cgroup, 0, 0, readonly=list(readonly or []),
+        hide=list(hide or []), tmp_bytes=cgroup.memory_bytes or 1 << 30,
     )
     outer.root.mkdir(mode=0o700, exist_ok=True)
     outside = identity.description.removeprefix("sandbox (namespaces), ")
-    return HarnessLaunch(outer.wrap(command, folder, harness=True), {OUTER_ENV: outside}, outer)
+    env = {OUTER_ENV: outside}
+    extra: tuple[int, ...] = ()
+    if cgroup.applied:
+        oom_fd = -1
+        if cgroup.oom_counter is not None:
+            with contextlib.suppress(OSError):
+                oom_fd = os.open(cgroup.oom_counter, os.O_RDONLY | os.O_CLOEXEC)
+        extra = (oom_fd,) if oom_fd >= 0 else ()
+        env[WHOLE_JOB_ENV] = WholeJob(tuple(cgroup.applied), cgroup.memory_bytes, oom_fd).to_environment()
+    return HarnessLaunch(outer.wrap(command, folder, harness=True), env, outer, extra)
 
 
 def sandbox_failure(stderr: str) -> RunEnded | None:
@@ -826,5 +874,9 @@ def describe_exit(status: int | None) -> str:
             "SIGKILL": "SIGKILL (out of memory, or killed)",
             "SIGXFSZ": "a file-size limit",
         }.get(name, name)
+        limit = memory_limit_hit() if name == "SIGKILL" else 0
+        if limit:  # the job's cgroup counted an OOM kill: the kernel ended it for the job's limit
+            return (f"ran out of the job's {limit >> 20} MiB memory limit (its processes, the harness and "
+                    f"their files in /tmp, /dev/shm and HOME count against it) and was killed ({name})")
         return f"was killed by {meaning} ({name})"
     return f"exited with code {status}"

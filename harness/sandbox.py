@@ -356,7 +356,8 @@ def _relay(pid: int, ended_by: int | None = None) -> None:
         number = int(reported) if reported.isdigit() else 0
     if number:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        signal.signal(number, signal.SIG_DFL)
+        if number not in (signal.SIGKILL, signal.SIGSTOP):  # these have no handler to reset (EINVAL)
+            signal.signal(number, signal.SIG_DFL)
         os.kill(os.getpid(), number)
         os._exit(128 + number)
     os._exit(os.waitstatus_to_exitcode(status))
@@ -419,6 +420,18 @@ def _join_cgroups(paths: list[str]) -> None:
         _write(os.path.join(path, "cgroup.procs"), str(os.getpid()))
 
 
+def _raise_oom_score(score: int | None) -> None:
+    """Make this process (and so every process of the job, which inherit it) the OOM killer's first
+    pick where the job's memory limit is reached: the harness, at its default, reports the job's
+    end instead of being ended. Raising one's own score needs no privilege."""
+    if score is None:
+        return
+    try:
+        _write("/proc/self/oom_score_adj", str(int(score)))
+    except OSError as exc:
+        _fail(f"raising the job's OOM score: {exc}")
+
+
 def _read_policy(argument: str) -> dict[str, Any]:
     """The policy from the descriptor ``--policy-fd=N`` names (read from its start: the harness
     hands the same one to every process of a job), closed once read. The descriptors it names in
@@ -453,6 +466,7 @@ def main(argv: list[str]) -> None:
         _join_cgroups([str(p) for p in policy.get("cgroups", [])])
     except OSError as exc:
         _fail(f"joining the job's cgroup: {exc}")
+    _raise_oom_score(policy.get("oom_score_adj"))
     ready_r, ready_w = os.pipe()
     mapped_r, mapped_w = os.pipe()
     launcher = os.getpid()

@@ -36,6 +36,7 @@ import structlog
 from kernelcup.core.config import Settings
 from kernelcup.core.pipeline.runner import ProgressCallback, RunContext, RunnerError
 from kernelcup.harness import bytecode
+from kernelcup.harness.cgroups import WHOLE_JOB_ENV, JobCgroup
 from kernelcup.harness.process import (
     BYTECODE_DIR_ENV,
     CACHE_ENV,
@@ -44,6 +45,7 @@ from kernelcup.harness.process import (
     HarnessLaunch,
     cache_root,
     harness_sandboxed,
+    job_limits,
     sandboxed,
 )
 from kernelcup.harness.spec import JobSpec, Progress, Result, ResultReader, SpecError
@@ -110,6 +112,18 @@ class _Harness:
     process: asyncio.subprocess.Process
     workdir: str
     born: float
+    # The whole job's memory and task limits: the harness, the leaderboard's code, every process
+    # of the submission and the tmpfs pages they write. Empty where this machine gives none.
+    cgroup: JobCgroup
+
+    def ran_out_of_memory(self) -> int:
+        """The job's memory limit in bytes, where the kernel ended one of its processes for it."""
+        return self.cgroup.memory_bytes if self.cgroup.oom_kills() else 0
+
+    async def remove(self) -> None:
+        """End whatever of it is left and remove its folder and its cgroup."""
+        await asyncio.to_thread(self.cgroup.close)
+        await asyncio.to_thread(shutil.rmtree, self.workdir, True)
 
 
 def standby_count(settings: Settings | None, gpu: str) -> int:
@@ -182,10 +196,17 @@ class LocalRunner:
         if devices is not None:
             env["CUDA_VISIBLE_DEVICES"] = devices
         launch = HarnessLaunch(command)
+        cgroup = JobCgroup()
         if self._sandbox_harness:  # a leaderboard's code runs in the harness: it gets a sandbox too
             readonly = await self._bytecode(env)
-            launch = harness_sandboxed(command, Path(workdir), readonly, self._hide)
+            if sandboxed():  # one cgroup for the whole job, which the harness's sandbox joins
+                cgroup = await asyncio.to_thread(JobCgroup.create, Path(workdir).name, *job_limits())
+            launch = harness_sandboxed(command, Path(workdir), readonly, self._hide, cgroup)
             env.update(launch.env)
+            if launch.sandbox is not None:
+                # Its temporary folders (the job's HOME, work/ and /tmp among them) live in its
+                # sandbox's /tmp: a tmpfs whose size and pages the job's memory limit bounds.
+                env["TMPDIR"] = env["HOME"] = "/tmp"
         try:
             process = await asyncio.create_subprocess_exec(
                 *launch.command,
@@ -199,18 +220,20 @@ class LocalRunner:
                 limit=MAX_LINE_BYTES,
             )
         except OSError as exc:
+            cgroup.close()
             shutil.rmtree(workdir, ignore_errors=True)
             raise RunnerError(f"could not start the harness ({self._command[0]}): {exc}") from exc
         finally:
             launch.started()
         log.debug("harness started", pid=process.pid, standby=prefix.startswith("kernelcup-standby"))
-        return _Harness(process, workdir, time.monotonic())
+        return _Harness(process, workdir, time.monotonic(), cgroup)
 
     def _environment(self, workdir: str) -> dict[str, str]:
         """The harness's environment: its temporary folders inside ``workdir``, which this runner
         removes whatever happens to the harness (a SIGKILLed harness cannot clean up), and the
         runner's own folders named for the sandbox to cover should a bind bring them in."""
         env = harness_env()
+        env.pop(WHOLE_JOB_ENV, None)  # only this runner says which cgroup the harness is in
         env["TMPDIR"] = workdir
         env[CACHE_ENV] = str(Path(workdir) / "cache")
         if self._sandbox_harness:
@@ -345,8 +368,10 @@ class LocalRunner:
             with suppress(TimeoutError):
                 await asyncio.wait_for(_reap(process, stderr_reader), EXIT_GRACE_S)
             stderr_reader.cancel()
+            out_of_memory = harness.ran_out_of_memory()
+            await asyncio.to_thread(harness.cgroup.close)  # nothing of the job outlives this
             await asyncio.to_thread(keep_caches, spec, staged, self._cache)  # the harness has ended
-            await asyncio.to_thread(shutil.rmtree, workdir, True)
+            await harness.remove()
             if not self._one_shot:
                 await self._refill()  # after the job: at concurrency 1 it never starts beside a timed one
         if result is not None:
@@ -354,6 +379,12 @@ class LocalRunner:
         if context.job_id in self._cancelled:
             self._cancelled.discard(context.job_id)
             raise RunnerError("the job was cancelled")
+        if out_of_memory:
+            raise RunnerError(
+                f"the job ran out of its {out_of_memory >> 20} MiB memory limit: the kernel ended its harness, "
+                "which runs the leaderboard's code (reference.py) and counts against the same limit as the "
+                "submission's processes and the files they write to /tmp, /dev/shm and HOME"
+            )
         raise RunnerError(_no_result(process.returncode, stderr))
 
     async def cancel(self, job_id: int) -> None:
@@ -440,7 +471,7 @@ async def _discard(harness: _Harness) -> None:
     _kill_group(harness.process)
     with suppress(TimeoutError, ProcessLookupError):
         await asyncio.wait_for(harness.process.communicate(), EXIT_GRACE_S)
-    await asyncio.to_thread(shutil.rmtree, harness.workdir, True)
+    await harness.remove()
 
 
 def _kill_group(process: asyncio.subprocess.Process) -> None:
