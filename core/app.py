@@ -10,8 +10,9 @@ from functools import cached_property
 from typing import Any
 
 import structlog
+from sqlalchemy import update
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from kernelcup.core.access.permissions import allows, role_of
 from kernelcup.core.access.visibility import EVERYTHING, Sight
@@ -32,7 +33,7 @@ from kernelcup.core.scheduling.announcements import Announcements
 from kernelcup.core.scheduling.notices import new_leader_announcement
 from kernelcup.core.scheduling.scheduler import Scheduling
 from kernelcup.core.store.db import session_scope
-from kernelcup.core.store.models import Run, utcnow
+from kernelcup.core.store.models import Leaderboard, Run, utcnow
 
 log = structlog.get_logger("kernelcup.app")
 
@@ -82,6 +83,25 @@ class Kernelcup:
 
     def _runner_by_gpu(self) -> dict[str, Runner]:
         return runners_by_gpu(self.settings, self.runners)
+
+    def runner_states(self) -> tuple[dict[str, list[str]], dict[str, str]]:
+        """Each runner the GPU registry names: the GPUs it serves here (on), or why it serves
+        none (off), for the start's summary line."""
+        served: dict[str, list[str]] = {}
+        for gpu, runner in sorted(self._runner_by_gpu().items()):
+            served.setdefault(runner.name, []).append(gpu)
+        on: dict[str, list[str]] = {}
+        off: dict[str, str] = {}
+        for name in dict.fromkeys(gpu.runner for gpu in self.settings.gpus.values()):
+            found = self.runners.get(name)
+            if name in served:
+                on[name] = served[name]
+            elif found is None:
+                off[name] = "not installed"
+            else:
+                reason = getattr(found, "off_reason", None)
+                off[name] = reason() if callable(reason) else "serves no GPU here"
+        return on, off
 
     async def start(self) -> None:
         """Ready to serve: the shipped leaderboards on a fresh install, the workers, the schedule."""
@@ -137,11 +157,23 @@ class Kernelcup:
             await self.announcements.publish(announcement)
 
     def sync_if_empty(self) -> SyncReport | None:
-        """On a fresh store, every leaderboard folder; ``None`` when there were leaderboards."""
+        """On a fresh store, every leaderboard folder; ``None`` when there were leaderboards.
+
+        The leaderboards loaded here are not announced as opened: "Leaderboard X is open" is
+        news only for one a person's command creates (``create``, ``admin sync``) while the bot
+        serves. What a first start loads on its own is its starting state, which the start's
+        summary line and ``list`` show (``kernelcup.core.scheduling.scheduler.plan`` announces
+        every leaderboard whose ``opened_announced_at`` is empty)."""
         with session_scope(self.engine) as session:
             if has_leaderboards(session):
                 return None
             report = self.sync_leaderboards(session)
+            if report.created:
+                session.execute(
+                    update(Leaderboard)
+                    .where(col(Leaderboard.name).in_(report.created), col(Leaderboard.opened_announced_at).is_(None))
+                    .values(opened_announced_at=self.now())
+                )
         (log.warning if report.errors else log.info)("leaderboards synced", created=report.created,
                                                       closed=report.closed, errors=report.errors)
         return report

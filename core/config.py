@@ -9,6 +9,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +126,26 @@ def load_settings(path: Path | None = None, env: dict[str, str] | None = None) -
         logging={k: str(v) for k, v in (raw.get("logging") or {}).items()},
         sections={k: dict(v) for k, v in raw.items() if k not in _READ_KEYS and isinstance(v, dict)},
     )
+
+
+@cache
+def shipped_settings() -> Settings:
+    """The documented defaults alone: the shipped file, no environment."""
+    return load_settings(DEFAULT_CONFIG, env={})
+
+
+def runner_chosen(settings: Settings, runner: str) -> bool:
+    """Whether the operator asked for ``runner`` in the settings: a GPU entry routes to it that
+    the shipped defaults do not route there (one added, or switched with
+    ``KERNELCUP_GPUS__H100__RUNNER=modal``), or its ``runners:`` section differs from the shipped
+    one. The shipped file routes some GPUs to Modal as a ready example: by themselves they ask
+    for nothing, so a runner they name that cannot serve is reported off in the start's summary
+    line, not warned about. A runner also counts as chosen where its credentials are set (the
+    runner checks those itself)."""
+    shipped = shipped_settings()
+    ours = {name for name, gpu in settings.gpus.items() if gpu.runner == runner}
+    theirs = {name for name, gpu in shipped.gpus.items() if gpu.runner == runner}
+    return bool(ours - theirs) or settings.runners.get(runner, {}) != shipped.runners.get(runner, {})
 
 
 def _read_file(path: Path) -> dict[str, Any]:

@@ -34,6 +34,38 @@ def configure_logging(level: str = "INFO", fmt: str = "auto", stream: TextIO | N
         logger_factory=structlog.PrintLoggerFactory(file=stream),
         cache_logger_on_first_use=False,
     )
+    route_library_logs()
+
+
+# Libraries that log through the standard library, each with the lowest level of theirs that
+# reaches our log. APScheduler's INFO lines ("Added job", "Job executed successfully") narrate
+# every scheduled job; its warnings (a missed run) and errors (a job that raised) are kept.
+LIBRARY_LEVELS = {"apscheduler": logging.WARNING}
+
+
+class StructlogHandler(logging.Handler):
+    """Hands a standard-library record to structlog, so it is one line in the same format
+    (JSON or console) and stream as every other, never a raw line from Python's last-resort
+    handler."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            event = record.getMessage()
+        except Exception:  # a record whose arguments do not fit its message
+            event = str(record.msg)
+        fields: dict[str, Any] = {"logger": record.name}
+        if record.exc_info:
+            fields["exc_info"] = record.exc_info
+        structlog.get_logger(record.name).log(record.levelno, event, **fields)
+
+
+def route_library_logs() -> None:
+    for name, level in LIBRARY_LEVELS.items():
+        library = logging.getLogger(name)
+        library.setLevel(level)
+        library.propagate = False
+        if not any(isinstance(h, StructlogHandler) for h in library.handlers):
+            library.addHandler(StructlogHandler())
 
 
 class Throttle:

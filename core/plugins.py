@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from kernelcup.core.config import Settings
+from kernelcup.core.config import Settings, runner_chosen
 from kernelcup.core.pipeline.runner import Runner
 
 if TYPE_CHECKING:
@@ -80,15 +80,16 @@ def install_hint(entry: EntryPoint, missing: ModuleNotFoundError) -> str:
     return f"pip install {(missing.name or 'the missing package').split('.')[0]}"
 
 
-def log_part_off(kind: str, entry: EntryPoint, missing: ModuleNotFoundError) -> None:
-    """The one line that says a configured part is off for want of a package."""
-    log.warning(f"{kind} {entry.name} is off: {install_hint(entry, missing)} turns it on",
-                missing=missing.name)
+def log_part_off(kind: str, entry: EntryPoint, missing: ModuleNotFoundError, *, chosen: bool = True) -> None:
+    """The one line that says a configured part is off for want of a package: a warning where the
+    operator chose the part, else an info line (the shipped defaults' Modal GPUs ask for nothing)."""
+    (log.warning if chosen else log.info)(f"{kind} {entry.name} is off: {install_hint(entry, missing)} turns it on",
+                                          missing=missing.name)
 
 
-def runner_classes(wanted: list[str] | None = None) -> dict[str, RunnerFactory]:
+def runner_classes(wanted: list[str] | None = None, *, chosen: bool = True) -> dict[str, RunnerFactory]:
     """Runner names to their classes; one that fails to import (its SDK missing) is skipped."""
-    found: dict[str, RunnerFactory] = _loaded(RUNNERS, "runner", wanted)
+    found: dict[str, RunnerFactory] = _loaded(RUNNERS, "runner", wanted, chosen=chosen)
     return found
 
 
@@ -105,7 +106,8 @@ def each_runner(settings: Settings, classes: Mapping[str, RunnerFactory] | None 
     names = list(dict.fromkeys(gpu.runner for gpu in settings.gpus.values()))
     installed = entry_points(group=RUNNERS).names
     for name in names:
-        factory = (runner_classes([name]) if classes is None else classes).get(name)
+        factory = (runner_classes([name], chosen=runner_chosen(settings, name)) if classes is None
+                   else classes).get(name)
         if factory is None:
             if name not in installed:  # else runner_classes said why
                 log.warning("no runner of this name is installed", runner=name)
@@ -122,7 +124,7 @@ def load_adapters() -> dict[str, AdapterFactory]:
     return found
 
 
-def _loaded(group: str, part: str, wanted: Collection[str] | None = None) -> dict[str, Any]:
+def _loaded(group: str, part: str, wanted: Collection[str] | None = None, *, chosen: bool = True) -> dict[str, Any]:
     """Each entry point of ``group`` (or only the ``wanted`` names), loaded; one whose package is
     missing is logged as a part that is off, any other failure as not loadable, and skipped."""
     found: dict[str, Any] = {}
@@ -132,7 +134,7 @@ def _loaded(group: str, part: str, wanted: Collection[str] | None = None) -> dic
         try:
             found[entry.name] = entry.load()
         except ModuleNotFoundError as exc:
-            log_part_off(part, entry, exc)
+            log_part_off(part, entry, exc, chosen=chosen)
         except Exception as exc:
             log.warning(f"{part} not loadable", **{part: entry.name}, error=repr(exc))
     return found

@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 import structlog
 
-from kernelcup.core.config import Settings
+from kernelcup.core.config import Settings, runner_chosen
 from kernelcup.core.pipeline.runner import ProgressCallback, RunContext, RunnerError
 from kernelcup.core.pipeline.timeouts import platform_timeout_s, remote_kill_s
 from kernelcup.harness.spec import JobSpec, Progress, Result, ResultReader, SpecError
@@ -97,15 +97,21 @@ class GitHubRunner:
         self._gpus = {name: gpu for name, gpu in settings.gpus.items() if gpu.runner == self.name}
         self._refs: dict[int, _Ref] = {}  # job id -> its dispatch, until it ends or is cancelled
         self._said_unserved = False
+        # Not served is a warning only where the operator asked for this runner: a GPU entry or
+        # setting of theirs names it (kernelcup.core.config.runner_chosen), or a token is set.
+        self._chosen = bool(self._token) or runner_chosen(settings, self.name)
 
     def gpus(self) -> list[str]:
         if not (self._token and self._repo):
-            if self._gpus and not self._said_unserved:
+            if self._gpus and self._chosen and not self._said_unserved:
                 self._said_unserved = True  # gpus() is asked often: one line is enough
-                log.warning("GitHub GPUs not served here: set GITHUB_TOKEN and runners.github.repo",
-                            gpus=sorted(self._gpus))
+                log.warning("GitHub GPUs not served here: " + self.off_reason(), gpus=sorted(self._gpus))
             return []
         return sorted(self._gpus)
+
+    def off_reason(self) -> str:
+        """Why no GPU is served (for the start's summary line)."""
+        return "set GITHUB_TOKEN and runners.github.repo" if not (self._token and self._repo) else "no GPU entry"
 
     async def run(self, spec: JobSpec, context: RunContext, on_progress: ProgressCallback) -> Result:
         deadline = asyncio.get_running_loop().time() + context.limit_s

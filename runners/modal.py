@@ -26,7 +26,7 @@ import modal.config
 import modal.exception
 import structlog
 
-from kernelcup.core.config import Settings
+from kernelcup.core.config import Settings, runner_chosen
 from kernelcup.core.pipeline.runner import ProgressCallback, RunContext, RunnerError
 from kernelcup.core.pipeline.timeouts import platform_timeout_s, remote_kill_s
 from kernelcup.harness.spec import JobSpec, Progress, Result, ResultReader, SpecError, parse_line
@@ -152,14 +152,21 @@ class ModalRunner:
         self._gpus = {name: gpu for name, gpu in settings.gpus.items() if gpu.runner == self.name}
         self._calls: dict[int, str] = {}  # job id -> call id, until the job ends or is cancelled
         self._said_unserved = False
+        # Not served for want of credentials is a warning only where the operator asked for Modal
+        # (kernelcup.core.config.runner_chosen); else the start's summary line says it is off.
+        self._chosen = runner_chosen(settings, self.name)
 
     def gpus(self) -> list[str]:
         if not self._client.configured():
-            if self._gpus and not self._said_unserved:
+            if self._gpus and self._chosen and not self._said_unserved:
                 self._said_unserved = True  # gpus() is asked often: one line is enough
-                log.warning("Modal GPUs not served here: no Modal credentials", gpus=sorted(self._gpus))
+                log.warning("Modal GPUs not served here: " + self.off_reason(), gpus=sorted(self._gpus))
             return []
         return sorted(name for name, gpu in self._gpus.items() if gpu.options.get("modal_gpu"))
+
+    def off_reason(self) -> str:
+        """Why no GPU is served (for the start's summary line)."""
+        return "no Modal credentials" if not self._client.configured() else "no GPU entry with modal_gpu"
 
     async def run(self, spec: JobSpec, context: RunContext, on_progress: ProgressCallback) -> Result:
         deadline = asyncio.get_running_loop().time() + context.limit_s

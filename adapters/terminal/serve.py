@@ -6,16 +6,18 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from importlib.metadata import entry_points
 
 import structlog
 from rich.console import Console
+from sqlalchemy.engine import make_url
 
 from kernelcup.adapters.terminal.handoff_listener import HandoffListener
 from kernelcup.adapters.terminal.session import open_app
 from kernelcup.core.app import Kernelcup
 from kernelcup.core.errors import StoreUnavailable
 from kernelcup.core.logging import throttle_accept_errors
-from kernelcup.core.plugins import build_adapters
+from kernelcup.core.plugins import ADAPTERS, build_adapters
 
 log = structlog.get_logger("kernelcup.serve")
 
@@ -37,7 +39,7 @@ async def _serve(app: Kernelcup, console: bool | None) -> int:
         chosen += build_adapters(app.settings, env, lambda name, _: name == "console")
     chosen.append(HandoffListener(app.settings))  # terminal commands of this box run here
     await app.start()
-    log.info("serving", adapters=[a.name for a in chosen], gpus=sorted(app.served_gpus()))
+    _summary(app, [a.name for a in chosen])
     loop = asyncio.get_running_loop()
     throttle_accept_errors(loop)  # the web and Slack HTTP servers share this loop
     stop = asyncio.Event()
@@ -55,3 +57,13 @@ async def _serve(app: Kernelcup, console: bool | None) -> int:
     await asyncio.gather(*runs.values(), stopper, return_exceptions=True)
     await app.stop()
     return 0
+
+
+def _summary(app: Kernelcup, adapters: list[str]) -> None:
+    """The one line a start says about itself: what is on, what is off (and why, for a runner),
+    which GPUs are served and which database it uses. Nothing else at start is said unasked."""
+    installed = set(entry_points(group=ADAPTERS).names)
+    runners, runners_off = app.runner_states()
+    log.info("serving", adapters=adapters, adapters_off=sorted(installed - set(adapters)), runners=runners,
+             runners_off=runners_off, gpus=sorted(app.served_gpus()),
+             database=make_url(app.settings.database_url).get_backend_name())

@@ -77,6 +77,15 @@ class _OwnedExecutor(AsyncIOExecutor):  # type: ignore[misc]
         finally:
             _OWNER.reset(token)
 
+    def running(self, job_id: str) -> bool:
+        """A run of this job was handed out and has not ended (APScheduler counts it until the
+        task finishes, and refuses a second one with a "maximum number of running instances"
+        warning)."""
+        if self._lock is None:  # not started: nothing was handed out
+            return False
+        with self._lock:
+            return bool(self._instances.get(job_id, 0))
+
 
 def _owner() -> Scheduling:
     try:
@@ -160,10 +169,11 @@ class Scheduling:
         self.wake_pipeline = wake_pipeline
         self.config = ScheduleConfig.from_settings(settings)
         self.store = MemoryJobStore()
+        self.executor = _OwnedExecutor(self)
         self.scheduler = AsyncIOScheduler(
             timezone=UTC,
             jobstores={"default": self.store},
-            executors={"default": _OwnedExecutor(self)},
+            executors={"default": self.executor},
             job_defaults={"coalesce": True, "max_instances": 1},
         )
         self._tasks: set[asyncio.Task[None]] = set()
@@ -195,7 +205,11 @@ class Scheduling:
         self._resume = None
         if self.scheduler.running:
             self.scheduler.resume()
-            self._spawn(self.reconcile())
+            self._spawn(self._first_pass())
+
+    async def _first_pass(self) -> None:
+        await self.reconcile()
+        log.info("scheduler resumed", jobs=len(self.scheduler.get_jobs()))
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(work)
@@ -259,6 +273,11 @@ class Scheduling:
         for job_id, planned in desired.items():
             if _unchanged(existing.get(job_id), planned, now):
                 continue  # don't rewrite the row every few minutes
+            if job_id not in existing and self.executor.running(job_id):
+                # A date job leaves the store when its run is handed out, before that run has
+                # claimed its row: planned again now, APScheduler would refuse the copy ("skipped:
+                # maximum number of running instances"). The run in flight re-reads the row.
+                continue
             self.scheduler.add_job(
                 planned.func, DateTrigger(run_date=planned.run_at, timezone=UTC), args=planned.args,
                 id=job_id, name=job_id, replace_existing=True,
