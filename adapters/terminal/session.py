@@ -83,4 +83,7 @@ def read_local_files(cmd: Command, args: dict[str, Any]) -> list[Attachment]:
             if not path.is_dir():
                 raise UserError(f"There is no folder {path}.")
             args[p.name] = str(path.resolve())
+        elif p.kind is Kind.SOURCE and value and Path(str(value)).expanduser().is_dir():
+            # A folder by its path here, so a `kernelcup serve` it is handed to finds the same one.
+            args[p.name] = str(Path(str(value)).expanduser().resolve())
     return out

@@ -101,7 +101,7 @@ def resume_command(app: CommandContext, request: Request) -> Reply:
 @command(
     "sync",
     "create or refresh every leaderboard from the leaderboards folder, or from a problems repository",
-    Param("source", Kind.TEXT, "a git URL (e.g. GPU MODE's reference-kernels) or, on the bot's own terminal, "
+    Param("source", Kind.SOURCE, "a git URL (e.g. GPU MODE's reference-kernels) or, on the bot's own terminal, "
           "a folder or local git repository of problems; default: the leaderboards folder", aliases=("from",)),
     role=Role.ADMIN,
     group="admin",

@@ -34,6 +34,7 @@ class Kind(StrEnum):
     GPU = "gpu"
     USER = "user"
     WHEN = "when"  # an instant with a zone (2026-12-31T23:59Z) or relative (+3d, +12h)
+    SOURCE = "source"  # a git URL, or a folder on the bot's own terminal (made absolute there)
 
 
 @dataclass(frozen=True)

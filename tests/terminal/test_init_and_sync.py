@@ -201,7 +201,9 @@ def test_a_problem_named_like_a_leaderboard_from_elsewhere_is_left_alone(cup: Pa
 
 
 def test_a_plain_folder_syncs_where_it_is_and_a_missing_one_is_one_line(cup: Path, problems_repo: Path) -> None:
-    folder = problems_repo / "problems"  # no git repository of its own: read in place
+    # No git repository of its own: read in place; a relative path is the terminal's own.
+    folder = Path("..") / problems_repo.name / "problems"
+    assert (cup / folder).is_dir()
     done = kernelcup(cup, "admin", "sync", "--from", str(folder))
     assert rows(done.stdout)["negate_py"] == "created", done.stdout
     assert not (cup / "leaderboards" / ".sources").exists()
