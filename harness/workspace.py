@@ -20,6 +20,7 @@ instead of built again.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -33,6 +34,10 @@ from kernelcup.harness.process import Identity, Sandbox, cache_root
 from kernelcup.harness.spec import JobSpec
 
 CACHE_COPY_LIMIT = 2 << 30  # bytes of one kind of a job's build cache copied after a job
+# The most the build caches a runner keeps may take, all jobs together (MiB). A job's caches larger
+# than this are not kept; past it, the least recently used are removed first.
+CACHE_MAX_ENV = "KERNELCUP_CACHE_MAX_MB"
+CACHE_MAX_DEFAULT_MB = 10 << 10
 KINDS = ("torch_extensions", "triton", "torchinductor", "nvcc")  # the build caches, one folder each
 SANDBOX_CACHE = "/kernelcup-cache"  # where a sandboxed job sees its build caches
 # torch's FileBaton: a build killed by a time limit leaves it behind, and every later load of that
@@ -263,6 +268,14 @@ def build_cache_env(spec: JobSpec, workspace: Workspace) -> dict[str, str]:
     }
 
 
+def cache_cap() -> int:
+    """``KERNELCUP_CACHE_MAX_MB`` in bytes (default 10 GiB): what a runner's kept caches may take."""
+    try:
+        return max(0, int(os.environ.get(CACHE_MAX_ENV, "") or CACHE_MAX_DEFAULT_MB)) << 20
+    except ValueError:
+        return CACHE_MAX_DEFAULT_MB << 20
+
+
 def stage_caches(spec: JobSpec, store: Path, staged: Path) -> None:
     """For a runner: copy the job's build caches from the cache folder ``store`` into ``staged``
     (the folder its harness takes for its cache folder), owned as ``staged`` is (by the harness's
@@ -272,6 +285,7 @@ def stage_caches(spec: JobSpec, store: Path, staged: Path) -> None:
         target.mkdir(parents=True, exist_ok=True)
         if source.is_dir():
             _copy_tree(source, target, CACHE_COPY_LIMIT)
+            _touch(source)  # used now: the last to be removed past the cap
     owner = staged.stat()
     if os.geteuid() == 0 and (owner.st_uid, owner.st_gid) != (0, 0):
         for folder, dirs, files in os.walk(staged):
@@ -279,12 +293,55 @@ def stage_caches(spec: JobSpec, store: Path, staged: Path) -> None:
                 os.lchown(name, owner.st_uid, owner.st_gid)
 
 
-def keep_caches(spec: JobSpec, staged: Path, store: Path) -> None:
+def keep_caches(spec: JobSpec, staged: Path, store: Path, cap: int | None = None) -> None:
     """For a runner, once the job's harness has ended: keep what the job built or changed in its
     build caches in the cache folder ``store``. The job wrote ``staged``: its links and special
-    files are not copied (:func:`_copy_tree`)."""
+    files are not copied (:func:`_copy_tree`). ``cap`` (default :func:`cache_cap`): caches of a
+    job larger than it are not kept, and past it in all the least recently used are removed."""
+    cap = cache_cap() if cap is None else cap
+    if sum(_tree_size(job_cache_dir(spec, kind, staged)) for kind in KINDS) > cap:
+        return
     for kind in KINDS:
         try:
-            _copy_tree(job_cache_dir(spec, kind, staged), job_cache_dir(spec, kind, store), CACHE_COPY_LIMIT)
+            kept = job_cache_dir(spec, kind, store)
+            _copy_tree(job_cache_dir(spec, kind, staged), kept, CACHE_COPY_LIMIT)
+            _touch(kept)
         except OSError:
             continue  # a cache is an optimisation: a job never fails for it
+    trim_caches(store, cap)
+
+
+def trim_caches(store: Path, cap: int) -> None:
+    """Remove the least recently used scopes (one kind's builds of one leaderboard, user and
+    source) of the cache folder ``store`` until what is left takes at most ``cap`` bytes."""
+    scopes = []
+    for kind in KINDS:
+        try:
+            folders = [entry for entry in (store / kind).iterdir() if entry.is_dir() and not entry.is_symlink()]
+        except OSError:
+            continue
+        for folder in folders:
+            with contextlib.suppress(OSError):
+                scopes.append((folder.stat().st_mtime_ns, _tree_size(folder), folder))
+    total = sum(size for _, size, _ in scopes)
+    for _, size, folder in sorted(scopes, key=lambda scope: scope[0]):
+        if total <= cap:
+            break
+        shutil.rmtree(folder, ignore_errors=True)
+        total -= size
+
+
+def _tree_size(folder: Path) -> int:
+    """The bytes of the regular files under ``folder``, links not followed."""
+    size = 0
+    for root, _, files in os.walk(folder, followlinks=False):
+        for name in files:
+            with contextlib.suppress(OSError):
+                info = os.lstat(os.path.join(root, name))
+                size += info.st_size if stat.S_ISREG(info.st_mode) else 0
+    return size
+
+
+def _touch(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        os.utime(folder)

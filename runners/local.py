@@ -11,8 +11,13 @@ job ends, never while one is being timed. Every job still gets its own fresh pro
 
 Build caches are the runner's (``KERNELCUP_CACHE_DIR``): a harness is given a copy of its own
 job's (its leaderboard's, user's and source's, harness/workspace.py) and never sees the folder,
-and what the job built is kept once the harness has ended. Bytecode shared by every harness is
-built by the runner outside every job and bound read-only (harness/bytecode.py).
+and what the job built is kept once the harness has ended, within ``KERNELCUP_CACHE_MAX_MB``
+(a job's caches larger than it are not kept; past it the least recently used go first).
+
+Each harness and everything of its job share one cgroup of the job's memory and task limits
+(``KERNELCUP_SANDBOX_MEMORY_MB``, ``_TASKS``), made here and removed with the harness's folder.
+Bytecode shared by every harness is built by the runner outside every job and bound read-only
+(harness/bytecode.py).
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ from kernelcup.harness.process import (
     sandboxed,
 )
 from kernelcup.harness.spec import JobSpec, Progress, Result, ResultReader, SpecError
-from kernelcup.harness.workspace import keep_caches, stage_caches
+from kernelcup.harness.workspace import cache_cap, keep_caches, stage_caches
 from kernelcup.runners.cards import CardPool
 
 log = structlog.get_logger(__name__)
@@ -150,6 +155,7 @@ class LocalRunner:
         self._command = list(harness_command or [sys.executable, "-m", "kernelcup.harness"])
         self._sandbox_harness = harness_command is None
         self._cache = cache_root()
+        self._cache_cap = cache_cap()  # KERNELCUP_CACHE_MAX_MB: what the kept caches may take
         self._settings = settings
         # This machine's GPU and cards, asked of nvidia-smi when first needed (a one-shot start
         # spawns its harness first): the cards jobs take (runners/cards.py; none on the CPU, where
@@ -370,7 +376,8 @@ class LocalRunner:
             stderr_reader.cancel()
             out_of_memory = harness.ran_out_of_memory()
             await asyncio.to_thread(harness.cgroup.close)  # nothing of the job outlives this
-            await asyncio.to_thread(keep_caches, spec, staged, self._cache)  # the harness has ended
+            # The harness has ended: what its job built is kept, within the cap.
+            await asyncio.to_thread(keep_caches, spec, staged, self._cache, self._cache_cap)
             await harness.remove()
             if not self._one_shot:
                 await self._refill()  # after the job: at concurrency 1 it never starts beside a timed one
