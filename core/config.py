@@ -19,6 +19,9 @@ from kernelcup.core.errors import SetupError
 
 # config/kernelcup.yml, through a link in this package so that an installed wheel carries it too.
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "kernelcup.yml"
+# A folder kernelcup runs in may carry its own (``kernelcup init`` writes it there), as it carries
+# the default leaderboards/ and var/: read where KERNELCUP_CONFIG names no file.
+LOCAL_CONFIG = Path("config") / "kernelcup.yml"
 ENV_PREFIX = "KERNELCUP_"
 MAX_DEADLINE_DAYS = 36500  # a deadline past year 9999 is no date
 
@@ -90,7 +93,7 @@ class Settings:
 def load_settings(path: Path | None = None, env: dict[str, str] | None = None) -> Settings:
     """Raises SetupError, naming the file or the key, when the settings cannot be used."""
     env = dict(os.environ if env is None else env)
-    path = path or Path(env.get(ENV_PREFIX + "CONFIG", DEFAULT_CONFIG))
+    path = path or config_path(env)
     raw = _read_file(path)
     _apply_env(raw, env)
     gpus = {
@@ -146,6 +149,14 @@ def runner_chosen(settings: Settings, runner: str) -> bool:
     ours = {name for name, gpu in settings.gpus.items() if gpu.runner == runner}
     theirs = {name for name, gpu in shipped.gpus.items() if gpu.runner == runner}
     return bool(ours - theirs) or settings.runners.get(runner, {}) != shipped.runners.get(runner, {})
+
+
+def config_path(env: Mapping[str, str]) -> Path:
+    """KERNELCUP_CONFIG, else config/kernelcup.yml in the working folder, else the shipped defaults."""
+    named = env.get(ENV_PREFIX + "CONFIG")
+    if named:
+        return Path(named)
+    return LOCAL_CONFIG if LOCAL_CONFIG.is_file() else DEFAULT_CONFIG
 
 
 def _read_file(path: Path) -> dict[str, Any]:

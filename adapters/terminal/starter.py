@@ -15,13 +15,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelcup.core.config import DEFAULT_CONFIG
+from kernelcup.core.config import DEFAULT_CONFIG, LOCAL_CONFIG
 from kernelcup.core.errors import UserError
 
 # This file's path keeps the package's links (kernelcup/__init__.py): the package's own
 # ``leaderboards``, in a checkout and in site-packages alike.
 SHIPPED_LEADERBOARDS = Path(__file__).absolute().parents[2] / "leaderboards"
-CONFIG_FILE = Path("config") / "kernelcup.yml"
+CONFIG_FILE = LOCAL_CONFIG  # where kernelcup run in that folder reads it (kernelcup.core.config)
 ENV_FILE = Path(".env.example")
 FIRST_SOLUTION = Path("leaderboards") / "vectoradd" / "solutions" / "pytorch.py"
 

@@ -131,6 +131,15 @@ def test_init_twice_refuses_without_force_and_replaces_only_its_files_with_it(cu
     assert (cup / "leaderboards" / "mine" / "task.yml").read_text() == "# my own leaderboard\n"
 
 
+def test_kernelcup_run_in_the_folder_reads_its_config_unless_kernelcup_config_names_another(cup: Path) -> None:
+    config = cup / "config" / "kernelcup.yml"
+    config.write_text(config.read_text().replace("default_deadline_days: 365", "default_deadline_days: 0"))
+    done = kernelcup(cup, "list")
+    assert done.returncode == 4 and "default_deadline_days must be from 1" in done.stderr, done.stderr
+    elsewhere = kernelcup(cup, "list", KERNELCUP_CONFIG=str(ROOT / "config" / "kernelcup.yml"))
+    assert elsewhere.returncode == 0 and "vectoradd" in elsewhere.stdout, elsewhere.stderr
+
+
 def test_init_into_a_file_is_one_line_error(tmp_path: Path) -> None:
     (tmp_path / "taken").write_text("")
     done = kernelcup(tmp_path, "init", "taken")
