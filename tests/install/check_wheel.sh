@@ -70,6 +70,16 @@ db() { printf 'sqlite:///%s/%s.db' "$WORK" "$1"; }
 expect 0 base-list env KERNELCUP_DATABASE_URL="$(db base)" "$KC" list
 contains base-list "$OUT" vectoradd
 count base-list "$LOG" "runner modal is off: pip install 'kernelcup[modal]' turns it on" 1
+# No clone: `kernelcup init` writes the leaderboards the wheel carries, and `list` in that folder
+# shows them (its own leaderboards/, config/ and var/; not the checkout's KERNELCUP_LEADERBOARDS_DIR).
+expect 0 base-init "$KC" init "$WORK/runs/base-init-list"
+contains base-init "$OUT" "kernelcup list"
+expect 0 base-init-list env -u KERNELCUP_LEADERBOARDS_DIR "$KC" list
+contains base-init-list "$OUT" vectoradd
+contains base-init-list "$OUT" vectoradd_cuda
+lacks base-init-list "$OUT" "Not loaded"
+expect 1 base-init-again "$KC" init "$WORK/runs/base-init-list"
+contains base-init-again "$OUT" "--force"
 expect 0 base-submit env KERNELCUP_DATABASE_URL="$(db base)" KERNELCUP_RUNNERS__LOCAL__STANDBY=1 \
     "$KC" submit test "$SOLUTIONS/pytorch.py"
 contains base-submit "$OUT" "all 5 tests passed"
