@@ -46,7 +46,6 @@ def list_command(app: CommandContext, request: Request) -> Reply:
     from sqlmodel import col, select
 
     from kernelcup.core.access.visibility import may_see_board
-    from kernelcup.core.leaderboards.catalog import leaderboard_gpus
     from kernelcup.core.leaderboards.ranking import entry_counts
     from kernelcup.core.store.db import as_utc, session_scope
     from kernelcup.core.store.models import Leaderboard, User
@@ -68,7 +67,7 @@ def list_command(app: CommandContext, request: Request) -> Reply:
                 (
                     board.name,
                     f"{show_utc(deadline)} ({state})",
-                    ", ".join(leaderboard_gpus(session, board.id)) + _ranks_suffix(board),
+                    _runs_on(session, board) + _ranks_suffix(board),
                     str(counts.get(board.id, 0)),
                 )
             )
@@ -84,7 +83,7 @@ def list_command(app: CommandContext, request: Request) -> Reply:
     Param("offset", Kind.INT, "skip this many entries", default=0),
 )
 def show_command(app: CommandContext, request: Request) -> Reply:
-    from kernelcup.core.leaderboards.catalog import leaderboard_gpus, multi_gpu_note
+    from kernelcup.core.leaderboards.catalog import multi_gpu_note, runnable_gpus
     from kernelcup.core.leaderboards.ranking import standings, tie_labels
     from kernelcup.core.pipeline.report import format_seconds
     from kernelcup.core.store.db import as_utc, session_scope
@@ -93,7 +92,7 @@ def show_command(app: CommandContext, request: Request) -> Reply:
     with session_scope(app.engine) as session:
         board = _visible_board(session, request)
         assert board.id is not None
-        gpus = leaderboard_gpus(session, board.id)
+        gpus = runnable_gpus(session, board)
         wanted = request.args["gpu"]
         if wanted:
             match = [g for g in gpus if g.lower() == str(wanted).lower()]
@@ -123,6 +122,20 @@ def show_command(app: CommandContext, request: Request) -> Reply:
             if any(label.endswith("=") for label in labels):
                 blocks.append(Text("n= : tied within noise (their scores' noise ranges meet).", style="hint"))
     return Reply(blocks)
+
+
+def _runs_on(session: Session, board: Leaderboard) -> str:
+    """The GPUs a leaderboard runs on here, as opened at sync (``kernelcup.core.leaderboards.devices``);
+    "no GPU here" with what it needs where none of them can run it."""
+    from kernelcup.core.leaderboards.catalog import cuda_words, declared_gpus, runnable_gpus
+
+    runnable = runnable_gpus(session, board)
+    if runnable:
+        return ", ".join(runnable) + (" (CUDA only)" if board.needs_cuda else "")
+    elsewhere = [g for g in declared_gpus(board) if g.lower() != "cpu"]
+    why = cuda_words(board)
+    parts = ([f"needs CUDA: {why}"] if why else []) + ([f"runs on {', '.join(elsewhere)}"] if elsewhere else [])
+    return "no GPU here" + (f" ({'; '.join(parts)})" if parts else "")
 
 
 def _ranks_suffix(board: Leaderboard) -> str:
@@ -294,7 +307,7 @@ def get_submission_command(app: CommandContext, request: Request) -> Reply:
 )
 def create_command(app: CommandContext, request: Request) -> Reply:
     from kernelcup.core.access.users import user_for
-    from kernelcup.core.leaderboards.catalog import create_leaderboard
+    from kernelcup.core.leaderboards.catalog import create_leaderboard, leaderboard_gpus
     from kernelcup.core.leaderboards.task_fields import gpus_for_ranks
     from kernelcup.core.leaderboards.tasks import read_task_folder
     from kernelcup.core.store.db import session_scope
@@ -315,12 +328,15 @@ def create_command(app: CommandContext, request: Request) -> Reply:
             cards = {name: gpu.count for name, gpu in app.settings.gpus.items()}
             if not request.args["gpu"]:  # the served GPUs: those that can run it
                 gpus = gpus_for_ranks(task.task, gpus, cards, task.name) or gpus
-            board = create_leaderboard(session, task, deadline=deadline, gpus=gpus, creator_id=user.id, cards=cards)
+            board = create_leaderboard(session, task, deadline=deadline, gpus=gpus, creator_id=user.id, cards=cards,
+                                       strict_cpu=bool(request.args["gpu"]))
             if request.args["hidden"]:
                 board.visibility = "hidden"
+            assert board.id is not None
+            opened_on = ", ".join(leaderboard_gpus(session, board.id)) or "none here (it needs a CUDA GPU)"
     app.reschedule(board.id)  # its close, reminders and "opened" announcement
     return Reply([Text(f"Created leaderboard {task.name}: {len(task.task.get('tests', []))} tests, "
-                       f"{len(task.task.get('benchmarks', []))} benchmarks, GPUs {', '.join(gpus)}, "
+                       f"{len(task.task.get('benchmarks', []))} benchmarks, GPUs {opened_on}, "
                        f"closes {show_utc(deadline)}.", style="success")])
 
 

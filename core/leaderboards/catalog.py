@@ -16,6 +16,7 @@ from sqlmodel import Session, col, delete, select
 
 from kernelcup.core.errors import NotFound, UserError
 from kernelcup.core.leaderboards import task_fields
+from kernelcup.core.leaderboards.devices import cuda_reason, runs_on
 from kernelcup.core.leaderboards.problem_sets import find_task_folders
 from kernelcup.core.leaderboards.task_fields import gpus_for_ranks, nvidia_gpus, refuse_unsupported
 from kernelcup.core.leaderboards.tasks import DEFAULT_RANKING, TaskFolder, read_task_folder
@@ -50,6 +51,25 @@ def has_leaderboards(session: Session) -> bool:
 def leaderboard_gpus(session: Session, board_id: int) -> list[str]:
     rows = session.exec(select(LeaderboardGpu.gpu).where(LeaderboardGpu.leaderboard_id == board_id))
     return sorted(rows.all())
+
+
+def runnable_gpus(session: Session, board: Leaderboard) -> list[str]:
+    """The GPUs a leaderboard runs on here: those it opened on, less the CPU where it needs CUDA
+    (a leaderboard stored before that was known may list the CPU)."""
+    assert board.id is not None
+    return runs_on(leaderboard_gpus(session, board.id), board.needs_cuda)
+
+
+def declared_gpus(board: Leaderboard) -> list[str]:
+    """The GPUs its task.yml names (where it could run elsewhere)."""
+    return [str(g) for g in task_of(board).get("gpus") or []]
+
+
+def cuda_words(board: Leaderboard) -> str | None:
+    """Why a leaderboard needs CUDA, in a few words; None where it runs on the CPU too."""
+    if not board.needs_cuda:
+        return None
+    return "CUDA source" if board.lang == "cu" else "its inputs are made on cuda"
 
 
 def task_of(board: Leaderboard) -> dict[str, Any]:
@@ -103,15 +123,28 @@ def create_leaderboard(
     creator_id: int | None = None,
     source_dir: str | None = None,
     cards: Mapping[str, int] | None = None,
+    declared_gpus: list[str] | None = None,
+    strict_cpu: bool = False,
 ) -> Leaderboard:
     """``cards``: each GPU's card count (the registry's ``count``); given, every GPU must be able
-    to run the leaderboard's ranks (a multi-GPU leaderboard's ``world_size``)."""
+    to run the leaderboard's ranks (a multi-GPU leaderboard's ``world_size``). ``declared_gpus``:
+    the GPUs a GPU MODE problem set names for it, where task.yml names none.
+
+    A leaderboard that needs CUDA (``kernelcup.core.leaderboards.devices``) never opens on the
+    CPU: named by a creator, the CPU is refused; where that leaves no GPU, it opens on none here
+    (``list`` says so and ``submit`` refuses before queuing)."""
     check_name(folder.name)
-    if cards is not None:
+    why_cuda = cuda_reason(folder.task, folder.files, declared_gpus or None)
+    if why_cuda and "cpu" in gpus:
+        if strict_cpu:
+            raise UserError(f"{folder.name} needs a CUDA GPU ({why_cuda}): it cannot run on cpu.",
+                            "Name the GPUs it runs on, or none for those served here.")
+        gpus = runs_on(gpus, True)
+    if cards is not None and gpus:
         gpus = gpus_for_ranks(folder.task, gpus, cards, folder.name, strict=True)
     if deadline.tzinfo is None:
         raise UserError("A deadline needs a time zone.", "Write it like 2026-12-31T23:59Z.")
-    if not gpus:
+    if not gpus and not why_cuda:
         raise UserError(f"Leaderboard {folder.name} would accept no GPU.", "Name at least one GPU.")
     if session.exec(select(Leaderboard.id).where(Leaderboard.name == folder.name)).first() is not None:
         raise UserError(f"A leaderboard named {folder.name!r} already exists.", "Pick another name.")
@@ -125,6 +158,7 @@ def create_leaderboard(
         secret_seed=new_secret_seed(),
         source_dir=source_dir,
         creator_id=creator_id,
+        needs_cuda=why_cuda is not None,
     )
     session.add(board)
     session.flush()
@@ -135,12 +169,16 @@ def create_leaderboard(
     return board
 
 
-def update_from_folder(session: Session, board: Leaderboard, folder: TaskFolder) -> bool:
+def update_from_folder(session: Session, board: Leaderboard, folder: TaskFolder,
+                       declared_gpus: list[str] | None = None) -> bool:
     """Refresh a leaderboard's task from its folder; True when anything changed."""
     assert board.id is not None
     task_json = _task_json(folder)
-    if task_json == board.task_json and task_files(session, board.id) == folder.files:
+    needs_cuda = cuda_reason(folder.task, folder.files, declared_gpus or None) is not None
+    if task_json == board.task_json and task_files(session, board.id) == folder.files \
+            and needs_cuda == board.needs_cuda:
         return False
+    board.needs_cuda = needs_cuda
     board.task_json = task_json
     board.description = folder.description
     board.lang = folder.lang
@@ -225,7 +263,7 @@ def sync_folder(
                     or now + timedelta(days=default_days)
                 )
                 board = create_leaderboard(session, task, deadline=deadline, gpus=gpus,
-                                           source_dir=str(entry.folder), cards=cards)
+                                           source_dir=str(entry.folder), cards=cards, declared_gpus=entry.gpus)
                 if deadline <= now:
                     # A problem whose competition has ended (GPU MODE's sets keep them) opens
                     # closed: nothing to announce and no entries to re-run; set-deadline reopens it.
@@ -239,7 +277,7 @@ def sync_folder(
             report.errors[entry.name] = (
                 f"a leaderboard {task.name!r} already exists from {existing.source_dir or 'an upload'}: left as "
                 "it is (rename the problem's folder, or its name in the problem set, to load it beside)")
-        elif update_from_folder(session, existing, task):
+        elif update_from_folder(session, existing, task, entry.gpus):
             report.updated.append(task.name)
         else:
             report.unchanged.append(task.name)

@@ -19,7 +19,8 @@ from kernelcup.core.access.visibility import visible_leaderboard
 from kernelcup.core.config import Settings
 from kernelcup.core.errors import Forbidden, Refused, TooLarge, UserError
 from kernelcup.core.file_names import shown_file_name
-from kernelcup.core.leaderboards.catalog import leaderboard_gpus, task_of
+from kernelcup.core.leaderboards.catalog import cuda_words, declared_gpus, runnable_gpus, task_of
+from kernelcup.core.leaderboards.devices import CPU, cuda_refusal
 from kernelcup.core.leaderboards.tasks import accepted_extensions
 from kernelcup.core.messages import Actor
 from kernelcup.core.pipeline.fairness import assign_turns
@@ -160,7 +161,9 @@ def _check_file_type(board: Leaderboard, file_name: str) -> None:
 
 def _choose_gpus(session: Session, board: Leaderboard, asked: list[str], served: set[str]) -> list[str]:
     assert board.id is not None
-    accepted = leaderboard_gpus(session, board.id)
+    accepted = runnable_gpus(session, board)
+    if board.needs_cuda:
+        _refuse_where_cuda_cannot_run(board, accepted, asked, served)
     by_lower = {g.lower(): g for g in accepted}
     chosen: list[str] = []
     for gpu in asked:
@@ -189,3 +192,12 @@ def _choose_gpus(session: Session, board: Leaderboard, asked: list[str], served:
             f"Available now: {', '.join(g for g in accepted if g in served) or 'none'}.",
         )
     return chosen
+
+
+def _refuse_where_cuda_cannot_run(board: Leaderboard, accepted: list[str], asked: list[str], served: set[str]) -> None:
+    """A leaderboard that needs CUDA, asked for the CPU or with no GPU served here that runs it, is
+    refused in one line naming where it runs, before any job exists."""
+    here = [g for g in accepted if g in served]
+    if here and not any(g.lower() == CPU for g in asked):
+        return
+    raise Refused(cuda_refusal(board.name, here, declared_gpus(board), cuda_words(board) or "CUDA"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from enum import StrEnum
 
+import sqlalchemy as sa
 from sqlalchemy import BigInteger, Column, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
@@ -67,6 +68,8 @@ class Leaderboard(SQLModel, table=True):
     secret_seed: int = Field(sa_column=Column(BigInteger, nullable=False))
     paused: bool = Field(default=False)
     source_dir: str | None = Field(default=None, max_length=500)  # folder it was synced from
+    # Runs on a CUDA GPU only, never on the CPU (kernelcup.core.leaderboards.devices decides, at sync).
+    needs_cuda: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
     creator_id: int | None = Field(default=None, foreign_key="user.id")
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     # The schedule's progress (kernelcup.core.scheduling.scheduler). Each is set once by a claiming
