@@ -163,6 +163,51 @@ async def test_a_reference_that_outgrows_the_job_limit_gets_a_verdict_in_words(
     assert "ran out of" in said and f"{LIMIT_MB} MiB memory limit" in said, said
 
 
+# Starts threads that all wait together, until @COUNT@ run or no more can be started.
+_THREADS = '''
+
+import threading as _threading
+
+
+def _threads(count: int) -> int:
+    release, started = _threading.Event(), []
+    try:
+        for _ in range(count):
+            thread = _threading.Thread(target=release.wait)
+            thread.start()
+            started.append(thread)
+    except RuntimeError:  # "can't start new thread": the job's task limit
+        pass
+    finally:
+        release.set()
+        for thread in started:
+            thread.join()
+    return len(started)
+
+
+if _threads(@COUNT@) >= @COUNT@:
+    raise RuntimeError("TASKS: @COUNT@ threads started")
+'''
+
+
+@needs_cgroup
+@pytest.mark.parametrize("tasks", [100, None], ids=["100 tasks for the job", "control: default"])
+async def test_the_harness_and_the_leaderboards_code_count_against_the_task_limit(
+    monkeypatch: pytest.MonkeyPatch, tasks: int | None
+) -> None:
+    """A reference.py that starts 200 threads at import, under ``KERNELCUP_SANDBOX_TASKS=100``:
+    in the harness too (no per-process limit there) it cannot, and the job passes; the control,
+    with the default of 1024, starts all 200 and its reference says so by failing."""
+    if tasks is not None:
+        monkeypatch.setenv("KERNELCUP_SANDBOX_TASKS", str(tasks))
+    result = await _run(_job(reference_extra=_THREADS.replace("@COUNT@", "200")))
+    if tasks is None:
+        assert result.status is Status.ERROR and "TASKS: 200 threads started" in result.verdict, result.verdict
+        return
+    assert result.status is Status.PASSED, result.verdict
+    assert f"{tasks} tasks for the whole job (the runner's cgroup)" in result.system.isolation, result.system.isolation
+
+
 # Writes @MB@ MiB to a file in @WHERE@ (a folder of the job's: /dev/shm, /tmp, HOME).
 _FILL = '''
 
