@@ -98,9 +98,13 @@ def _clone(url: str, shown: str, leaderboards_dir: Path) -> Source:
     work = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=sources))
     try:
         _git("clone", "--depth", "1", "--quiet", "--", url, str(work / "new"), shown=shown)
-        if target.exists():
-            target.rename(work / "old")
-        (work / "new").rename(target)
+        try:
+            if target.exists():
+                target.rename(work / "old")
+            (work / "new").rename(target)
+        except OSError as exc:  # another sync of the same source swapped its clone in meanwhile
+            raise UserError(f"Cannot put the clone of {shown} in place: {exc.strerror or exc}.",
+                            "Sync again once the other sync has finished.") from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return Source(shown, _problems_root(target), target)
