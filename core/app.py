@@ -7,7 +7,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import datetime
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from sqlalchemy import update
@@ -22,6 +22,7 @@ from kernelcup.core.commands.registry import Kind, coerce_args
 from kernelcup.core.config import Settings
 from kernelcup.core.errors import UserError
 from kernelcup.core.leaderboards.catalog import SyncReport, has_leaderboards, sync_folder
+from kernelcup.core.leaderboards.problem_sets import FOLDER_LEVELS
 from kernelcup.core.leaderboards.ranking import RankChange
 from kernelcup.core.messages import Problem, Reply, Request
 from kernelcup.core.pipeline.events import JobEvent
@@ -34,6 +35,9 @@ from kernelcup.core.scheduling.notices import new_leader_announcement
 from kernelcup.core.scheduling.scheduler import Scheduling
 from kernelcup.core.store.db import session_scope
 from kernelcup.core.store.models import Leaderboard, Run, utcnow
+
+if TYPE_CHECKING:
+    from kernelcup.core.leaderboards.sources import Source
 
 log = structlog.get_logger("kernelcup.app")
 
@@ -178,15 +182,18 @@ class Kernelcup:
                                                       closed=report.closed, errors=report.errors)
         return report
 
-    def sync_leaderboards(self, session: Session) -> SyncReport:
-        """Create or refresh every leaderboard folder: the one rule for first start and `sync`."""
+    def sync_leaderboards(self, session: Session, source: Source | None = None) -> SyncReport:
+        """Create or refresh every leaderboard folder of ``leaderboards_dir``, or of a problems
+        repository (``admin sync --from``): the one rule for first start and `sync`."""
         return sync_folder(
             session,
-            self.settings.leaderboards_dir,
+            self.settings.leaderboards_dir if source is None else source.root,
             served_gpus=sorted(self.served_gpus()),
             now=self.now(),
             default_days=self.settings.default_deadline_days,
             cards={name: gpu.count for name, gpu in self.settings.gpus.items()},
+            owner=None if source is None else source.owner,
+            levels=FOLDER_LEVELS if source is None else source.levels,
         )
 
     async def handle(self, request: Request) -> Reply:

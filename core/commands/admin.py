@@ -121,23 +121,12 @@ def _sync_from(app: CommandContext, request: Request, text: str) -> Reply:
     """``sync --from``: a problems repository cloned (or a folder read) and synced as leaderboards
     (kernelcup.core.leaderboards.sources). A leaderboard of the same name from elsewhere is left
     alone and reported; a second sync of the same source updates its own."""
-    from kernelcup.core.leaderboards.catalog import sync_folder
-    from kernelcup.core.leaderboards.sources import LEVELS, fetch_source
+    from kernelcup.core.leaderboards.sources import fetch_source
     from kernelcup.core.store.db import session_scope
 
     source = fetch_source(text, app.settings.leaderboards_dir, from_this_machine=request.from_this_machine)
     with session_scope(app.engine) as session:
-        # The inputs of Kernelcup.sync_leaderboards, the sync of leaderboards_dir.
-        report = sync_folder(
-            session,
-            source.root,
-            served_gpus=sorted(app.served_gpus()),
-            now=app.now(),
-            default_days=app.settings.default_deadline_days,
-            cards={name: gpu.count for name, gpu in app.settings.gpus.items()},
-            owner=source.owner,
-            levels=LEVELS,
-        )
+        report = app.sync_leaderboards(session, source)
     app.reschedule()
     return _sync_reply(report, f"Synced {source.shown}", source.owner)
 

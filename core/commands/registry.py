@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from kernelcup.core.config import Settings
     from kernelcup.core.leaderboards.catalog import SyncReport
+    from kernelcup.core.leaderboards.sources import Source
 
 
 class Kind(StrEnum):
@@ -68,7 +69,9 @@ class CommandContext(Protocol):
         """GPUs that some configured runner can take now."""
         ...
 
-    def sync_leaderboards(self, session: Session) -> SyncReport: ...
+    def sync_leaderboards(self, session: Session, source: Source | None = None) -> SyncReport:
+        """``leaderboards_dir``, or ``source`` (a problems repository: ``admin sync --from``)."""
+        ...
 
     def reschedule(self, board_id: int | None = None) -> None:
         """A leaderboard changed (or all, ``None``): its deadline jobs follow the row."""

@@ -29,7 +29,10 @@ class FoundFolder:
     deadline: Any = None  # from a set's yaml, as YAML read it (a string, a date); None when it names none
 
 
-def find_task_folders(root: Path, levels: int = 2) -> tuple[list[FoundFolder], dict[str, str]]:
+FOLDER_LEVELS = 2  # leaderboards_dir/<leaderboard>/ and GPU MODE's problems/<set>/<problem>/
+
+
+def find_task_folders(root: Path, levels: int = FOLDER_LEVELS) -> tuple[list[FoundFolder], dict[str, str]]:
     """Every leaderboard folder under ``root`` (one to ``levels`` levels down; hidden folders and
     ``__pycache__`` never), and what could not be read."""
     errors: dict[str, str] = {}

@@ -42,6 +42,7 @@ class Source:
     shown: str  # the source as the reply names it (no password of a URL)
     root: Path  # the folder whose leaderboard folders are synced
     owner: Path  # leaderboards whose source folder lies inside it come from this source
+    levels: int = LEVELS  # how many folders down task.yml files are looked for
 
 
 def fetch_source(text: str, leaderboards_dir: Path, *, from_this_machine: bool) -> Source:
