@@ -34,6 +34,7 @@ from kernelcup.core.commands.leaderboard import MAX_BUNDLE_BYTES
 from kernelcup.core.commands.registry import Command, Kind
 from kernelcup.core.config import Settings
 from kernelcup.core.errors import UserError
+from kernelcup.core.file_names import shown_file_name
 from kernelcup.core.messages import Actor, Attachment, Reply, Request, Text
 from kernelcup.core.pipeline.delivery import owed_here, remember_reply_to
 
@@ -194,14 +195,15 @@ class Conversations:
 
     async def _download(self, attachment: discord.Attachment, param: Any) -> Attachment:
         limit = MAX_BUNDLE_BYTES if param.kind is Kind.FOLDER else self.settings.limits.max_file_bytes
+        shown = shown_file_name(attachment.filename)  # the uploader's words: no folders, no hidden characters
         if attachment.size > limit:
-            raise UserError(f"{attachment.filename} is {attachment.size / 1024:.0f} KiB; the limit is "
+            raise UserError(f"{shown} is {attachment.size / 1024:.0f} KiB; the limit is "
                             f"{limit // 1024} KiB.", "Attach the source only, without data or binaries.")
         try:
             content = await attachment.read()
         except discord.HTTPException as error:
             log.warning("attachment download failed", file=attachment.filename, status=error.status)
-            raise UserError(f"Could not fetch {attachment.filename} from Discord (HTTP {error.status}).",
+            raise UserError(f"Could not fetch {shown} from Discord (HTTP {error.status}).",
                             "Attach the file again.") from error
         return Attachment(attachment.filename, content)
 

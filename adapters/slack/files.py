@@ -12,6 +12,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from kernelcup.adapters.slack.blocks import SlackFile
 from kernelcup.core.errors import UserError
+from kernelcup.core.file_names import shown_file_name
 from kernelcup.core.messages import Attachment
 
 DOWNLOAD_TIMEOUT_S = 30
@@ -31,7 +32,7 @@ async def download(
     text_only: bool,
 ) -> Attachment:
     """One shared file as an attachment. Raises UserError with the reason when it cannot be used."""
-    name = str(file.get("name") or file.get("title") or "file")
+    name = shown_file_name(str(file.get("name") or file.get("title") or "file"))  # the sharer's words
     kind = str(file.get("pretty_type") or file.get("filetype") or "binary")
     mode = file.get("mode")
     if mode == "external":

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from kernelcup.adapters.discord.adapter import DiscordAdapter
-from tests.discord.conftest import SOLUTION, Send, final_edit, settled
+from tests.discord.conftest import SOLUTION, Send, final_edit, original_edit, settled
 from tests.discord.fake_discord import FakeDiscord, slash
 from tests.web.test_file_names import NAMES, PATH_PARTS, hidden_characters
 
@@ -49,3 +49,18 @@ async def test_discord_shows_a_hostile_file_name_cut_to_its_name(
     for text in texts:
         assert not hidden_characters(text), (hidden_characters(text), text)
         assert not [part for part in PATH_PARTS if part in text], text
+
+
+async def test_a_refusal_on_discord_names_a_hostile_file_cut_to_its_name(
+    adapter: DiscordAdapter, fake: FakeDiscord, send: Send
+) -> None:
+    uploaded, shown = NAMES[0][0] + "\u202e", "evil.py"
+    payload = slash(fake, "leaderboard", "submit", files={"file": ("kernel.py", SOLUTION)}, mode="test", gpu="cpu")
+    for attachment in payload["data"]["resolved"]["attachments"].values():
+        attachment.update(filename=uploaded, size=2 * 2**20)  # over the 1 MiB limit: refused before the download
+    send(payload)
+    refusal = await original_edit(fake, payload)
+    texts = _strings(refusal.json)
+    assert any(f"{shown} is 2048 KiB" in text for text in texts), texts
+    for text in texts:
+        assert not hidden_characters(text) and not [part for part in PATH_PARTS if part in text], text

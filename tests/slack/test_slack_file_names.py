@@ -49,3 +49,16 @@ async def test_slack_shows_a_hostile_file_name_cut_to_its_name(start: Any, uploa
     for text in texts:
         assert not hidden_characters(text), (hidden_characters(text), text)
         assert not [part for part in PATH_PARTS if part in text], text
+
+
+async def test_a_refusal_on_slack_names_a_hostile_file_cut_to_its_name(start: Any) -> None:
+    slack: Slack = await start()
+    uploaded, shown = NAMES[0][0] + "\u202e", "evil.py"
+    hosted = {**slack.fake.host_file("kernel.py", b"#" * (2 * 2**20)), "name": uploaded, "title": uploaded}
+    await slack.event(file_message("submit test identity", hosted))
+    await slack.fake.wait_for(lambda: slack.fake.calls_to("chat.postEphemeral") or slack.fake.responses)
+    await slack.settle()
+    texts = _sent(slack.fake)
+    assert any(f"{shown} is 2048 KiB" in text for text in texts), texts
+    for text in texts:
+        assert not hidden_characters(text) and not [part for part in PATH_PARTS if part in text], text
