@@ -226,15 +226,24 @@ def _apply_env(raw: dict[str, Any], env: dict[str, str]) -> None:
             continue
         path = key[len(ENV_PREFIX) :].lower().split("__")
         node = raw
-        for part in path[:-1]:
+        for name in path[:-1]:
+            part = _spelled(node, name)
             child = node.get(part)
             if not isinstance(child, dict):
                 child = node[part] = {}
             node = child
+        path[-1] = _spelled(node, path[-1])
         parsed = yaml.safe_load(value) if value else value
         if isinstance(node.get(path[-1]), list) and not isinstance(parsed, list):
             parsed = as_list(value)  # a list key set from the environment: "a b" or "a,b"
         node[path[-1]] = value if isinstance(parsed, dict) else parsed
+
+
+def _spelled(node: dict[str, Any], lower: str) -> str:
+    """The key of ``node`` an environment name means: environment names are upper case, so a key
+    the file spells otherwise (the GPU entry ``H100``) is matched regardless of case
+    (``KERNELCUP_GPUS__H100__RUNNER=modal`` switches it); a new key is lower case."""
+    return next((k for k in node if isinstance(k, str) and k.lower() == lower), lower)
 
 
 def as_list(value: Any) -> list[str]:

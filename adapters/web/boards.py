@@ -17,7 +17,7 @@ from kernelcup.adapters.web.schemas import HistoryPoint, LeaderboardDetail, Lead
 from kernelcup.adapters.web.settings import WebSettings
 from kernelcup.core.access.visibility import code_public_after_deadline, may_see_board
 from kernelcup.core.app import Kernelcup
-from kernelcup.core.leaderboards.catalog import leaderboard_gpus, task_of, templates_of, world_size_of
+from kernelcup.core.leaderboards.catalog import runnable_gpus, task_of, templates_of, world_size_of
 from kernelcup.core.leaderboards.ranking import entry_counts, standings, tie_labels
 from kernelcup.core.store.db import as_utc, session_scope
 from kernelcup.core.store.models import BestScore, Leaderboard, Run, Submission, User
@@ -37,7 +37,7 @@ def summary(session: Session, app: Kernelcup, web: WebSettings, board: Leaderboa
     assert board.id is not None
     deadline = as_utc(board.deadline)
     return LeaderboardSummary(
-        name=board.name, deadline=deadline, closed=deadline <= app.now(), gpus=leaderboard_gpus(session, board.id),
+        name=board.name, deadline=deadline, closed=deadline <= app.now(), gpus=runnable_gpus(session, board),
         entries=entries, lang=board.lang, hidden=board.visibility != "public",
         url=web.url(f"/leaderboards/{board.name}"), world_size=world_size_of(board),
     )
@@ -114,7 +114,7 @@ def history(app: Kernelcup, viewer: Viewer, name: str, gpu: str) -> list[History
 
 def _chosen_gpus(session: Session, board: Leaderboard, gpu: str | None) -> list[str]:
     assert board.id is not None
-    gpus = leaderboard_gpus(session, board.id)
+    gpus = runnable_gpus(session, board)
     if gpu is None:
         return gpus
     match = [g for g in gpus if g.lower() == gpu.lower()]

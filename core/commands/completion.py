@@ -9,7 +9,7 @@ from sqlmodel import col, select
 
 from kernelcup.core.commands.registry import Kind
 from kernelcup.core.config import Settings
-from kernelcup.core.leaderboards.catalog import leaderboard_gpus
+from kernelcup.core.leaderboards.catalog import runnable_gpus
 from kernelcup.core.store.db import session_scope
 from kernelcup.core.store.models import Leaderboard
 
@@ -33,6 +33,6 @@ def complete(engine: Engine, settings: Settings, kind: Kind, prefix: str, args: 
                 board = session.exec(select(Leaderboard).where(Leaderboard.name == board_name,
                                                                Leaderboard.visibility == "public")).first()
                 if board is not None and board.id is not None:
-                    gpus = leaderboard_gpus(session, board.id)
+                    gpus = runnable_gpus(session, board)
         return [g for g in gpus if g.lower().startswith(prefix)][:MAX_CHOICES]
     return []

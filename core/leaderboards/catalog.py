@@ -277,11 +277,33 @@ def sync_folder(
             report.errors[entry.name] = (
                 f"a leaderboard {task.name!r} already exists from {existing.source_dir or 'an upload'}: left as "
                 "it is (rename the problem's folder, or its name in the problem set, to load it beside)")
-        elif update_from_folder(session, existing, task, entry.gpus):
+        elif update_from_folder(session, existing, task, entry.gpus) | _open_where_it_runs_now(
+                session, existing, task.task, served_gpus, entry.gpus, cards):
             report.updated.append(task.name)
         else:
             report.unchanged.append(task.name)
     return report
+
+
+def _open_where_it_runs_now(session: Session, board: Leaderboard, task: dict[str, Any], served_gpus: list[str],
+                            set_gpus: list[str], cards: Mapping[str, int] | None) -> bool:
+    """A leaderboard that runs on none of its GPUs here (one that needs CUDA, synced where only
+    the CPU was served) opens on the GPUs served now that can run it, as a new one would (those
+    its task or problem set names where any is served); True when it did."""
+    if runnable_gpus(session, board):
+        return False
+    wanted = nvidia_gpus(set_gpus or [str(g) for g in task.get("gpus") or []])
+    capable = runs_on(served_gpus, board.needs_cuda)
+    gpus = [g for g in capable if g in wanted] or capable
+    if cards is not None and gpus:
+        try:
+            gpus = gpus_for_ranks(task, gpus, cards, board.name)
+        except UserError:
+            return False
+    known = set(leaderboard_gpus(session, board.id or 0))
+    added = [gpu for gpu in gpus if gpu not in known]
+    session.add_all(LeaderboardGpu(leaderboard_id=board.id or 0, gpu=gpu) for gpu in added)
+    return bool(added)
 
 
 def _comes_from(board: Leaderboard, owner: Path) -> bool:

@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from kernelcup.core.errors import Refused
-from kernelcup.core.leaderboards.catalog import leaderboard_gpus, new_secret_seed
+from kernelcup.core.leaderboards.catalog import new_secret_seed, runnable_gpus
 from kernelcup.core.store.db import as_utc, session_scope
 from kernelcup.core.store.models import FINAL_MODE, FinalStanding, Leaderboard, ReminderSent, Submission
 
@@ -60,7 +60,7 @@ def board_states(session: Session, board_id: int | None = None) -> list[BoardSta
                 deadline=deadline,
                 created_at=as_utc(board.created_at),
                 public=board.visibility == "public",
-                gpus=tuple(leaderboard_gpus(session, board.id)),
+                gpus=tuple(runnable_gpus(session, board)),
                 opened_announced=board.opened_announced_at is not None,
                 closed=board.closed_at is not None,
                 final_queued=board.final_queued_at is not None,

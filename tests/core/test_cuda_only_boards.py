@@ -24,7 +24,7 @@ from kernelcup.core.config import load_settings
 from kernelcup.core.leaderboards.devices import cuda_reason
 from kernelcup.core.messages import Table
 from kernelcup.core.store.models import Job, Leaderboard, Submission
-from tests.core.conftest import NOW, InstantRunner, request, solution
+from tests.core.conftest import ALICE, NOW, InstantRunner, request, solution
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPAT = ROOT / "tests/compat/leaderboards"
@@ -48,11 +48,11 @@ def folder(tmp_path: Path) -> Path:
     return root
 
 
-async def started(engine: Engine, runner: InstantRunner, folder: Path) -> Kernelcup:
+async def started(engine: Engine, runner: InstantRunner, folder: Path, synced: bool = False) -> Kernelcup:
     settings = replace(load_settings(env={}), leaderboards_dir=folder)
     app = Kernelcup(settings, engine, {"local": runner}, clock=lambda: NOW)
     report = app.sync_if_empty()
-    assert report is not None and not report.errors, report
+    assert report is None if synced else (report is not None and not report.errors), report
     await app.pipeline.start()
     return app
 
@@ -156,3 +156,19 @@ def test_the_rules_prefer_what_the_task_declares_over_reading_its_source() -> No
     assert cuda_reason({"lang": "py"}, takes_device) is None  # the harness hands it the run's device
     assert cuda_reason({"lang": "py"}, on_default) is None
     assert cuda_reason({"lang": "py"}, {"reference.py": "x = ("}) is None  # unreadable: left to the harness
+
+
+async def test_a_cuda_leaderboard_synced_on_the_cpu_opens_on_a_gpu_served_later(
+    core_engine: Engine, runner: InstantRunner, folder: Path
+) -> None:
+    before = await started(core_engine, runner, folder)  # a CPU-only bot synced the folder first
+    await before.pipeline.stop()
+    app = await started(core_engine, GpuRunner(), folder, synced=True)  # the same database, on an H100 machine
+    try:
+        reply = await app.handle(request("sync", actor=ALICE))  # console:* is admin in the shipped roles
+        assert reply.ok, reply.text()
+        shown = await gpus_listed(app)
+        assert shown["vectoradd_cuda"] == "H100 (CUDA only)" and shown["cuda_inputs"] == "H100 (CUDA only)"
+        assert shown["vectoradd"] == "cpu"  # one that already runs here keeps its GPUs
+    finally:
+        await app.pipeline.stop()

@@ -13,7 +13,7 @@ from kernelcup.core.app import Kernelcup
 from kernelcup.core.messages import Request
 from kernelcup.core.pipeline.delivery import claim_report, owed_reports, report_delivered, set_reply_to
 from kernelcup.core.store.db import make_engine, session_scope, upgrade
-from kernelcup.core.store.models import Code, Job, JobStatus, Leaderboard, Submission, User
+from kernelcup.core.store.models import Code, Job, JobStatus, Submission, User
 from tests.core.conftest import BOB, NOW, finish, request, solution
 
 
@@ -105,6 +105,8 @@ async def test_processes_claiming_together_deliver_once(app: Kernelcup) -> None:
 
 
 JOB_AT_0003 = table("job", *(column(c.name, c.type) for c in SQLModel.metadata.tables["job"].c if c.name != "turn"))
+LEADERBOARD_AT_0003 = table("leaderboard", *(column(c.name, c.type) for c in SQLModel.metadata.tables["leaderboard"].c
+                                              if c.name != "needs_cuda"))
 
 
 def test_the_upgrade_marks_reports_of_finished_submissions_delivered(blank_database_url: str) -> None:
@@ -114,12 +116,16 @@ def test_the_upgrade_marks_reports_of_finished_submissions_delivered(blank_datab
     try:
         with session_scope(engine) as session:
             user = User(identity="discord:1", display_name="one")
-            board = Leaderboard(name="b", deadline=NOW, task_json="{}", secret_seed=1)
-            session.add_all([user, board, Code(sha256="0" * 64, content="x")])
+            session.add_all([user, Code(sha256="0" * 64, content="x")])
             session.flush()
-            assert user.id is not None and board.id is not None
+            # Only the columns revision 0003 had, as for the jobs below.
+            board_id = session.execute(insert(LEADERBOARD_AT_0003).values(
+                name="b", description="", lang="py", deadline=NOW, ranking_by="geom", visibility="public",
+                task_json="{}", secret_seed=1, paused=False, created_at=NOW,
+            ).returning(LEADERBOARD_AT_0003.c.id)).scalar_one()
+            assert user.id is not None
             for status in (JobStatus.SUCCEEDED, JobStatus.RUNNING):
-                submission = Submission(leaderboard_id=board.id, user_id=user.id, code_sha256="0" * 64,
+                submission = Submission(leaderboard_id=board_id, user_id=user.id, code_sha256="0" * 64,
                                         file_name="k.py", mode="test", reply_to="discord:1/2/3", created_at=NOW)
                 session.add(submission)
                 session.flush()

@@ -162,13 +162,15 @@ def test_a_leaderboard_a_command_creates_while_serving_is_announced_once(
 def test_a_modal_gpu_the_operator_routed_without_credentials_is_warned_about_once(
     home: Path, started: Callable[..., Server]
 ) -> None:
-    # The control for the Modal line: asked for (a GPU entry of the operator's on Modal), it is
-    # still said. (Environment keys are read in lower case: this entry is named "t4_cloud".)
-    server = started(KERNELCUP_GPUS__T4_CLOUD__RUNNER="modal", KERNELCUP_GPUS__T4_CLOUD__MODAL_GPU="T4")
+    # The control for the Modal line: asked for (the shipped H100 entry switched to Modal, as
+    # config/kernelcup.yml documents), it is still said.
+    server = started(KERNELCUP_GPUS__H100__RUNNER="modal")
     server.wait_until_scheduled()
     server.stop()
     warned = [e for e in server.events() if e["level"] == "warning" and "Modal" in e["event"]]
-    assert len(warned) == 1 and "t4_cloud" in warned[0]["gpus"]
+    assert len(warned) == 1 and "H100" in warned[0]["gpus"]
+    summary = next(e for e in server.events() if e["event"] == "serving")
+    assert summary["runners_off"] == {"modal": "no Modal credentials"}
 
 
 def test_leaderboards_a_command_created_while_the_bot_was_down_are_each_announced_once_at_start(
