@@ -22,7 +22,8 @@ def test_cuda_source_leaderboards_stored_before_need_cuda_after_the_upgrade(blan
             connection.execute(INSERT, {"name": "vectoradd", "lang": "py", "no": False})
         upgrade(engine)
         with engine.connect() as connection:
-            found = dict(connection.execute(text("SELECT name, needs_cuda FROM leaderboard")).all())
+            found: dict[str, bool] = {name: bool(cuda) for name, cuda in connection.execute(
+                text("SELECT name, needs_cuda FROM leaderboard")).all()}
         assert found == {"vectoradd_cuda": True, "vectoradd": False}
     finally:
         engine.dispose()
