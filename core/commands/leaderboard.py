@@ -41,6 +41,16 @@ def help_command(app: CommandContext, request: Request) -> Reply:
     return Reply([Table(("command", "group", "what it does"), rows, title="kernelcup commands")])
 
 
+def _how_to_load(request: Request) -> list[Block]:
+    """For an admin facing no leaderboards: the two ways to get some (a pip install has no checkout)."""
+    if request.role is not Role.ADMIN:
+        return []
+    where = ("`kernelcup init DIR` writes the shipped ones into a folder to run kernelcup in; "
+             if request.from_this_machine else "")
+    return [Text(f"{where}`admin sync --from <git URL>` loads a problems repository such as "
+                 "https://github.com/gpu-mode/reference-kernels.", style="hint")]
+
+
 @command("list", "leaderboards with their deadlines, GPUs and number of entries")
 def list_command(app: CommandContext, request: Request) -> Reply:
     from sqlmodel import col, select
@@ -56,7 +66,7 @@ def list_command(app: CommandContext, request: Request) -> Reply:
         boards = session.exec(select(Leaderboard).order_by(col(Leaderboard.name))).all()
         boards = [b for b in boards if may_see_board(b, user_id=user_id, role=request.role)]
         if not boards:
-            return Reply([Text("There are no leaderboards yet.", style="hint")])
+            return Reply([Text("There are no leaderboards yet.", style="hint"), *_how_to_load(request)])
         counts = entry_counts(session, [b.id for b in boards if b.id is not None])
         rows = []
         for board in boards:

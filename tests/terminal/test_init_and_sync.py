@@ -115,6 +115,13 @@ def test_init_writes_a_folder_where_list_shows_the_shipped_leaderboards(tmp_path
     assert (cup / "var" / "kernelcup.db").is_file()  # the database is the folder's own
 
 
+def test_list_in_a_folder_without_leaderboards_tells_an_admin_how_to_get_some(tmp_path: Path) -> None:
+    done = kernelcup(tmp_path, "list")
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stdout.split())
+    assert "There are no leaderboards yet." in said and "kernelcup init DIR" in said and "admin sync --from" in said
+
+
 def test_init_twice_refuses_without_force_and_replaces_only_its_files_with_it(cup: Path) -> None:
     config = cup / "config" / "kernelcup.yml"
     config.write_text("# mine\n")
