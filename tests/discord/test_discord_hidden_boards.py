@@ -43,7 +43,7 @@ def settings(settings: Settings) -> Settings:
                                     "creator": [ADMIN.identity, f"discord:{CAROL.user_id}"]})
 
 
-def _board_zip() -> bytes:
+def board_zip() -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as bundle:
         for path in (ROOT / "leaderboards" / "identity").iterdir():
@@ -56,7 +56,7 @@ def _board_zip() -> bytes:
 async def _hidden_board_with_a_submission(app: Kernelcup) -> None:
     created = await app.handle(Request(ADMIN, "create", {"folder": "board.zip", "name": SECRET, "gpu": ["cpu"],
                                                          "deadline": "+7d", "hidden": True},
-                                       [Attachment("board.zip", _board_zip())]))
+                                       [Attachment("board.zip", board_zip())]))
     assert created.ok, created.text()
     submitted = await app.handle(Request(ADMIN, "submit", {"mode": "test", "leaderboard": SECRET, "gpu": ["cpu"]},
                                          [Attachment("k.py", SOLUTION)]))
