@@ -272,3 +272,12 @@ async def test_a_clone_that_fails_says_gits_reason_without_the_password(chat_app
 def test_a_chat_line_takes_from_and_source_alike() -> None:
     assert parse_line("/admin sync --from https://example.org/r.git") == ("sync", {"source": "https://example.org/r.git"})
     assert parse_line("/admin sync --source=x") == ("sync", {"source": "x"})
+
+
+async def test_a_source_that_reads_as_an_option_of_git_is_refused(chat_app: Kernelcup, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    request = Request(Actor("discord:1", "ada"), "sync", {"source": f"--upload-pack=touch {marker}"},
+                      from_this_machine=True)
+    reply = await chat_app.handle(request)
+    assert not reply.ok and "is not a git URL or a folder" in reply.text(), reply.text()
+    assert not marker.exists()
