@@ -1,9 +1,10 @@
 """A hidden leaderboard on Discord is no existence oracle (SECURITY.md, *The bot's own surfaces*):
-each slash command, and the leaderboard and GPU autocomplete, driven through discord.py against
-the fake Discord by a creator of other leaderboards, answers exactly as for a leaderboard that
-does not exist. Each answer is read while the hidden leaderboard (with a submission) exists and
-again after an admin deleted it; the two must be the same but for Discord's ids. The API's,
-pages' and core's side: ``tests/web/test_hidden_boards.py``."""
+each slash command (with the leaderboard's name or a near miss of it), and the leaderboard and
+GPU autocomplete, driven through discord.py against the fake Discord by a creator of other
+leaderboards, answers exactly as for a leaderboard that does not exist. Each answer is read
+while the hidden leaderboard (with a submission) exists and again after an admin deleted it; the
+two must be the same but for Discord's ids. The API's, pages' and core's side:
+``tests/web/test_hidden_boards.py``."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from tests.discord.fake_discord import Call, FakeDiscord, Person, slash
 from tests.web.conftest import finish
 
 SECRET = "secret-cup"
+NEAR_MISS = "secret-cu"
 ADMIN = Actor("console:root", "root")
 CAROL = Person(500000000000000043, "carol")  # creates leaderboards, but not this one
 ASKS: dict[str, tuple[str, dict[str, Any]]] = {  # what is asked: the command and its options
@@ -31,6 +33,9 @@ ASKS: dict[str, tuple[str, dict[str, Any]]] = {  # what is asked: the command an
     "template": ("template", {"leaderboard": SECRET}),
     "mine": ("mine", {"leaderboard": SECRET}),
     "delete": ("delete", {"leaderboard": SECRET, "yes": True}),
+    "show, a near miss": ("show", {"leaderboard": NEAR_MISS}),  # the typo hint names public ones only
+    "task, a near miss": ("task", {"leaderboard": NEAR_MISS}),
+    "template, a near miss": ("template", {"leaderboard": NEAR_MISS}),
     "autocomplete leaderboard": ("show", {"leaderboard": "sec", "focused": "leaderboard"}),
     "autocomplete gpu": ("show", {"leaderboard": SECRET, "gpu": "", "focused": "gpu"}),
 }

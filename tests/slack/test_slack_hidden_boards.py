@@ -1,8 +1,9 @@
 """A hidden leaderboard on Slack is no existence oracle (SECURITY.md, *The bot's own surfaces*):
-each ``/leaderboard`` subcommand, a signed slash command through slack-bolt against the fake
-Slack from a creator of other leaderboards, answers exactly as for a leaderboard that does not
-exist. Each answer is read while the hidden leaderboard (with a submission) exists and again
-after an admin deleted it. The API's, pages' and core's side: ``tests/web/test_hidden_boards.py``."""
+each ``/leaderboard`` subcommand (with the leaderboard's name or a near miss of it), a signed
+slash command through slack-bolt against the fake Slack from a creator of other leaderboards,
+answers exactly as for a leaderboard that does not exist. Each answer is read while the hidden
+leaderboard (with a submission) exists and again after an admin deleted it. The API's, pages'
+and core's side: ``tests/web/test_hidden_boards.py``."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from kernelcup.adapters.slack.adapter import SlackAdapter
 from kernelcup.core.app import Kernelcup
 from kernelcup.core.messages import Actor, Attachment, Request
 from kernelcup.core.store.db import make_engine
-from tests.discord.test_discord_hidden_boards import SECRET, board_zip
+from tests.discord.test_discord_hidden_boards import NEAR_MISS, SECRET, board_zip
 from tests.slack.conftest import NOW, InstantRunner, Slack, slack_settings, solution
 from tests.slack.conftest import SECRET as SIGNING_SECRET
 from tests.slack.fake_slack import BOT_TOKEN, TEAM, FakeSlack
@@ -28,7 +29,10 @@ from tests.web.conftest import finish
 ADMIN = Actor("console:root", "root")
 CAROL = "U7"  # creates leaderboards, but not this one
 ASKS = {"show": f"show {SECRET}", "task": f"task {SECRET}", "template": f"template {SECRET}",
-        "mine": f"mine {SECRET}", "delete": f"delete {SECRET} --yes"}
+        "mine": f"mine {SECRET}", "delete": f"delete {SECRET} --yes",
+        # a near miss: the typo hint names public leaderboards only
+        "show, a near miss": f"show {NEAR_MISS}", "task, a near miss": f"task {NEAR_MISS}",
+        "template, a near miss": f"template {NEAR_MISS}"}
 
 
 @pytest.fixture
