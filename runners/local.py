@@ -207,7 +207,11 @@ class LocalRunner:
             readonly = await self._bytecode(env)
             if sandboxed():  # one cgroup for the whole job, which the harness's sandbox joins
                 cgroup = await asyncio.to_thread(JobCgroup.create, Path(workdir).name, *job_limits())
-            launch = harness_sandboxed(command, Path(workdir), readonly, self._hide, cgroup)
+            try:
+                launch = harness_sandboxed(command, Path(workdir), readonly, self._hide, cgroup)
+            except BaseException:
+                cgroup.close()
+                raise
             env.update(launch.env)
             if launch.sandbox is not None:
                 # Its temporary folders (the job's HOME, work/ and /tmp among them) live in its
