@@ -193,6 +193,11 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
     else:
         device = torch.device("cpu")
         _poison_host_allocations()
+        # One intra-op thread: an op split over several threads waits for the slowest, and on a
+        # shared box one descheduled thread costs the whole call a scheduler slice (vectoradd at
+        # 256x256 read 26 µs in two rounds and 5.6 ms in the third, in three processes of one
+        # job; BENCHMARKS.md, the eighteenth session). A submission may still ask for more.
+        torch.set_num_threads(1)
     timer = timing.make_timer(device)
     synchronize = timer.synchronize
     witnesses = Witnesses(device)

@@ -111,7 +111,7 @@ def validate_task(task: dict[str, Any]) -> None:
         raise UserError(f"task.yml: exactly one file must have source {SUBMISSION_MARK}")
     if task.get("lang", "py") not in ("py", "cu"):
         raise UserError("task.yml: `lang` must be py or cu")
-    for key in ("tests", "benchmarks"):
+    for key in ("tests", "benchmarks", "cpu_benchmarks"):
         cases = task.get(key, [])
         if not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
             raise UserError(f"task.yml: `{key}` must be a list of keyword-argument mappings")
@@ -126,8 +126,12 @@ def submission_file_name(task: dict[str, Any]) -> str:
     return next(str(f["name"]) for f in task["files"] if f["source"] == SUBMISSION_MARK)
 
 
-def task_config(task: dict[str, Any]) -> TaskConfig:
+def task_config(task: dict[str, Any], device: str = "cuda") -> TaskConfig:
+    """The harness's view of a task.yml for a job on ``device``: on the CPU, kernelcup's own
+    ``cpu_benchmarks`` (sizes a CPU times in seconds, not minutes) stand for ``benchmarks`` where
+    the task gives them; every CPU job of the leaderboard, ranked or not, is timed on the same ones."""
     config = task.get("config") or {}
+    benchmarks = "cpu_benchmarks" if device == "cpu" and task.get("cpu_benchmarks") else "benchmarks"
     return TaskConfig(
         lang=str(task.get("lang", "py")),
         main=str(config.get("main", "eval.py")),
@@ -136,7 +140,7 @@ def task_config(task: dict[str, Any]) -> TaskConfig:
         defines={str(k): str(v) for k, v in (config.get("defines") or {}).items()},
         compile_flags=[str(f) for f in config.get("compile_flags", [])] + task_fields.link_flags(task),
         tests=task_fields.cases(task, "tests"),
-        benchmarks=task_fields.cases(task, "benchmarks"),
+        benchmarks=task_fields.cases(task, benchmarks),
         ranking_by=str(task.get("ranking_by", DEFAULT_RANKING)),
         evaluator=str(task.get("evaluator", "auto")),
         world_size=task_fields.world_size(task),

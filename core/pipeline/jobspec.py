@@ -98,7 +98,7 @@ def spec_for(
     return JobSpec(
         job_id=job_id,
         mode=mode,
-        task=task_config(task),
+        task=task_config(task, device),
         files={**files, submission_name: code},
         submission_name=submission_name,
         timeout_s=harness_limit(task, mode, default_timeout_s),

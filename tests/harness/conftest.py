@@ -71,7 +71,9 @@ def leaderboard_spec(
             defines={str(k): str(v) for k, v in (config.get("defines") or {}).items()},
             compile_flags=list(config.get("compile_flags", [])),
             tests=list(task.get("tests", [])),
-            benchmarks=list(task.get("benchmarks", [])),
+            # As the bot builds a CPU job's spec (core/leaderboards/tasks.py task_config).
+            benchmarks=list(task.get("cpu_benchmarks" if device == "cpu" and task.get("cpu_benchmarks")
+                                     else "benchmarks", [])),
             ranking_by=task.get("ranking_by", "last"),
             world_size=ranks,
         ),
