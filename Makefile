@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 KC := $(VENV)/bin/kernelcup
 
-.PHONY: setup demo serve test lint typecheck pytest bench clean
+.PHONY: setup demo serve test test-fast lint typecheck pytest bench clean
 
 setup: $(VENV)/.installed
 
@@ -41,6 +41,12 @@ pytest: setup
 	$(PY) -m pytest -q --durations=25 -n 2 --dist loadfile
 
 test: lint typecheck pytest
+
+# The quick loop while editing: ruff, mypy and the tests that start no harness (the command core,
+# the store, the packaging checks): a few minutes. `make test` is what CI runs.
+FAST_TESTS := tests/core tests/store tests/packaging
+test-fast: lint typecheck
+	$(PY) -m pytest -q -n 2 --dist loadfile $(FAST_TESTS)
 
 bench: setup
 	$(PY) -m bench.store --db sqlite
