@@ -225,6 +225,8 @@ def _apply_env(raw: dict[str, Any], env: dict[str, str]) -> None:
         if not key.startswith(ENV_PREFIX) or key == ENV_PREFIX + "CONFIG":
             continue
         path = key[len(ENV_PREFIX) :].lower().split("__")
+        if not value.strip() and not isinstance(_existing(raw, path), list):
+            continue  # empty is unset (a .env line left blank), except a list: emptied
         node = raw
         for name in path[:-1]:
             part = _spelled(node, name)
@@ -237,6 +239,16 @@ def _apply_env(raw: dict[str, Any], env: dict[str, str]) -> None:
         if isinstance(node.get(path[-1]), list) and not isinstance(parsed, list):
             parsed = as_list(value)  # a list key set from the environment: "a b" or "a,b"
         node[path[-1]] = value if isinstance(parsed, dict) else parsed
+
+
+def _existing(raw: dict[str, Any], path: list[str]) -> Any:
+    """What the settings hold at ``path`` (environment spelling) now, or None."""
+    node: Any = raw
+    for name in path:
+        if not isinstance(node, dict):
+            return None
+        node = node.get(_spelled(node, name))
+    return node
 
 
 def _spelled(node: dict[str, Any], lower: str) -> str:
