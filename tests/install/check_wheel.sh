@@ -119,7 +119,10 @@ expect 0 discord-import "$PY" -c "import kernelcup.adapters.discord.adapter"
 extra slack
 expect 0 slack-import "$PY" -c "import kernelcup.adapters.slack.adapter"
 extra modal
-expect 0 modal-list env KERNELCUP_DATABASE_URL="$(db modal)" "$PY" -m kernelcup.adapters.terminal list
+# The shipped Modal GPUs alone ask for nothing; a GPU the operator routes to Modal without
+# credentials is warned about (tests/terminal/test_quiet_serve.py).
+expect 0 modal-list env KERNELCUP_DATABASE_URL="$(db modal)" KERNELCUP_GPUS__H100__RUNNER=modal \
+    "$PY" -m kernelcup.adapters.terminal list
 lacks modal-list "$LOG" "runner modal is off"
 contains modal-list "$LOG" "Modal GPUs not served here: no Modal credentials"
 extra github
