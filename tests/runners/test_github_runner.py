@@ -238,7 +238,7 @@ async def test_a_ranked_job_on_the_workflow_finds_its_seed_and_key_in_no_file_or
     assert result.status is Status.PASSED, result.verdict
     assert result.system.isolation.startswith("sandbox"), result.system.isolation
     hunts = _hunts(result)
-    assert len(hunts) >= 2  # the first process and each round's fresh one
+    assert hunts  # the first process; each round's fresh one too, where the time left holds one
     assert hunts[0]["files"] >= 3  # the first walked the files: its own at least
     for hunt in hunts:
         assert hunt["found"] == []
