@@ -170,6 +170,30 @@ def _pin_if_asked(message: dict[str, Any]) -> list[int] | None:
     return cpus.this_thread_cores()
 
 
+def _start_device(channel: Any, requested_device: str, rank: int) -> Any:
+    """The job's device, set up before the job comes (the CUDA context made now, not at the first
+    case), or None where a GPU was asked for and there is none (the harness is told so)."""
+    import torch
+
+    if requested_device == "cuda" or (requested_device == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            channel.send({"msg": "no_device", "error": "a GPU was requested but CUDA is not available"})
+            return None
+        if rank >= 0:
+            torch.cuda.set_device(rank)
+        device = torch.device("cuda", torch.cuda.current_device())
+        torch.cuda.init()  # type: ignore[no-untyped-call]
+        torch.empty(1, device=device)  # the context exists now, not at the first case
+        return device
+    _poison_host_allocations()
+    # One intra-op thread: an op split over several threads waits for the slowest, and on a
+    # shared box one descheduled thread costs the whole call a scheduler slice (vectoradd at
+    # 256x256 read 26 µs in two rounds and 5.6 ms in the third, in three processes of one
+    # job; BENCHMARKS.md, the eighteenth session). A submission may still ask for more.
+    torch.set_num_threads(1)
+    return torch.device("cpu")
+
+
 def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) -> int:
     """Start up (torch, the device, the timer), then wait for the job: the harness may start this
     process before it has a job, so a job finds it warm. ``rank`` >= 0: one rank of a
@@ -181,23 +205,9 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
     from kernelcup.harness.problem import Problem, ProblemError
     from kernelcup.harness.witness import Witnesses
 
-    if requested_device == "cuda" or (requested_device == "auto" and torch.cuda.is_available()):
-        if not torch.cuda.is_available():
-            channel.send({"msg": "no_device", "error": "a GPU was requested but CUDA is not available"})
-            return 0
-        if rank >= 0:
-            torch.cuda.set_device(rank)
-        device = torch.device("cuda", torch.cuda.current_device())
-        torch.cuda.init()  # type: ignore[no-untyped-call]
-        torch.empty(1, device=device)  # the context exists now, not at the first case
-    else:
-        device = torch.device("cpu")
-        _poison_host_allocations()
-        # One intra-op thread: an op split over several threads waits for the slowest, and on a
-        # shared box one descheduled thread costs the whole call a scheduler slice (vectoradd at
-        # 256x256 read 26 µs in two rounds and 5.6 ms in the third, in three processes of one
-        # job; BENCHMARKS.md, the eighteenth session). A submission may still ask for more.
-        torch.set_num_threads(1)
+    device = _start_device(channel, requested_device, rank)
+    if device is None:
+        return 0
     timer = timing.make_timer(device)
     synchronize = timer.synchronize
     witnesses = Witnesses(device)
