@@ -33,7 +33,10 @@ class Script:
 def main(script: Script) -> int:
     spec = json.loads(sys.stdin.read())
     if script.pid_file:
-        Path(script.pid_file).write_text(str(os.getpid()))
+        # Written whole, then renamed: a reader that sees the file sees the number.
+        partial = Path(script.pid_file + ".partial")
+        partial.write_text(str(os.getpid()))
+        partial.rename(script.pid_file)
     for phase, done, total in script.progress:
         print(progress_line(Progress(phase, done, total)), flush=True)
     while script.gate and not Path(script.gate).exists():
