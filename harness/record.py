@@ -1,6 +1,6 @@
 """The GPU's own record of a timed call, in the submission's process.
 
-torch's profiler drives CUPTI, which records every kernel, memcpy and memset the process causes,
+CUPTI, NVIDIA's profiling interface, records every kernel, memcpy and memset the process causes,
 on every stream and from every thread, with the GPU's own start and end, and ties each one
 (by its correlation id) to the runtime or driver call that launched it and that call's thread.
 Correlation ids count up across the whole process as calls are made, so they order launches
@@ -14,11 +14,13 @@ without any clock the submission could reach. A timed call is then::
                  charged to the call, and reported
 
 The main thread's launches before the marker are the harness's own (the inputs, the L2 flush,
-a multi-GPU barrier) and are never counted. Why torch's profiler and not a CUPTI binding of our
-own, and what it costs, is in ``harness/NOTES.md`` (Timing).
+a multi-GPU barrier) and are never counted. The record comes from CUPTI itself
+(``harness/cupti.py``), or from torch's profiler where that does not load; what each costs is
+in ``harness/NOTES.md`` (Timing).
 
-A record without the marker or the closing synchronize, or a profiler switched off by the time
-the call returned, is incomplete: the run fails rather than time what it cannot see.
+A record without the marker or the closing synchronize, a record switched off by the time the
+call returned, or a kernel or graph launched inside the call with no record of its run (the
+record paused while it ran) is incomplete: the run fails rather than time what it cannot see.
 """
 
 from __future__ import annotations
@@ -84,8 +86,10 @@ def main_thread_id() -> int:
     return int(libc.pthread_self()) & 0xFFFFFFFF
 
 
-class GpuRecord:
-    """Switches the record on and off around one order, and reads what it holds."""
+class TorchRecord:
+    """The record through torch's profiler (Kineto): switched on and off around one order."""
+
+    source = "torch-profiler"
 
     def __init__(self) -> None:
         from torch._C._autograd import (
@@ -123,6 +127,70 @@ class GpuRecord:
         except RuntimeError:  # switched off (or restarted) by someone else
             return [], [], False
         return *read(events, self._gpu), still_on
+
+
+class CuptiRecord:
+    """The record through CUPTI itself (``harness/cupti.py``): only the GPU's activities and
+    the runtime and driver calls, enabled around one order."""
+
+    source = "cupti"
+
+    def __init__(self) -> None:
+        from kernelcup.harness import cupti
+
+        self._cupti = cupti.Cupti()
+        self.main_thread = main_thread_id()
+        self.on = False
+
+    def start(self) -> None:
+        if self.on:
+            return
+        self._cupti.enable()
+        self._cupti.take()  # what an earlier order left behind
+        self.on = True
+
+    def stop(self) -> tuple[list[Activity], list[Launch], bool]:
+        """The record since :meth:`start`; the flag says whether CUPTI kept every record."""
+        self.on = False
+        gpu, calls = self._cupti.take()
+        self._cupti.disable()
+        complete = self._cupti.dropped() == 0 and not self._cupti.misread
+        launches: dict[int, Launch] = {}
+        for call in calls:
+            launches.setdefault(call.correlation, Launch(call.correlation, call.thread, call.name))
+        activities = []
+        for work in gpu:
+            found = launches.get(work.correlation)
+            activities.append(
+                Activity(
+                    work.start_ns,
+                    work.end_ns,
+                    work.stream,
+                    found.correlation if found else 0,
+                    found.thread if found else 0,
+                    work.name,
+                )
+            )
+        return activities, sorted(launches.values(), key=lambda launch: launch.correlation), complete
+
+
+GpuRecord = TorchRecord | CuptiRecord
+# ``KERNELCUP_HARNESS_RECORD``: ``cupti`` (the default) or ``torch-profiler``.
+RECORD_ENV = "KERNELCUP_HARNESS_RECORD"
+
+
+def open_record() -> GpuRecord:
+    """CUPTI itself where it loads, else torch's profiler (which drives the same CUPTI)."""
+    import os
+
+    from kernelcup.harness import cupti
+
+    if os.environ.get(RECORD_ENV, "cupti") != TorchRecord.source:
+        try:
+            return CuptiRecord()
+        except cupti.CuptiUnavailable:
+            pass
+    return TorchRecord()
 
 
 def read(events: list[Any], gpu: Any) -> tuple[list[Activity], list[Launch]]:
@@ -168,6 +236,9 @@ def judge(activities: list[Activity], launches: list[Launch], main_thread: int, 
     opened, closed = marker.correlation, max(closings)
     if closed < opened:
         return INCOMPLETE
+    recorded = {a.correlation for a in activities}
+    if any(opened < c.correlation < closed and _launches(c.name) and c.correlation not in recorded for c in launches):
+        return INCOMPLETE  # a kernel or graph launched inside the call left no record of its run
     mine: list[Activity] = []
     outside: list[Activity] = []
     for activity in activities:
@@ -190,6 +261,11 @@ def judge(activities: list[Activity], launches: list[Launch], main_thread: int, 
     return CallRecord(
         float(last - first), _busy(mine), len(mine), len({a.stream for a in mine}), _busy(outside), waited, True
     )
+
+
+def _launches(name: str) -> bool:
+    """A runtime or driver call that puts a kernel or a graph on the GPU."""
+    return "Launch" in name and ("Kernel" in name or "Graph" in name)
 
 
 def _waits(name: str) -> bool:

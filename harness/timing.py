@@ -92,7 +92,7 @@ class CudaTimer:
         self._device_index = device_index
         self._flush_buffer: torch.Tensor | None = None  # built on first use: test mode needs none
         self._marker: Callable[[int], None] = c._cuda_sleep
-        self._record = record.GpuRecord()
+        self._record = record.open_record()
 
     def _prepare(self) -> torch.Tensor:
         props = torch.cuda.get_device_properties(self._device_index)

@@ -174,3 +174,28 @@ def test_overlapping_activities_are_busy_once() -> None:
     record.close()
     call = record.judge()
     assert call.busy_ns == 500.0 and call.time_ns == 600.0
+
+
+def test_a_kernel_launched_in_the_call_with_no_record_of_its_run_makes_the_record_incomplete() -> None:
+    """The record paused around a launch (CUPTI's activity kinds switched off and on again inside
+    the call) leaves the launch without its kernel: the call cannot be timed."""
+    record = Record()
+    record.harness_before()
+    record.launch("add", gpu=(1_200, 1_300))
+    record.launch("cudaLaunchKernel")  # the kernel's run is missing from the record
+    record.close()
+    assert not record.judge().complete
+
+
+def test_a_graph_launch_is_matched_by_the_kernels_it_ran() -> None:
+    record = Record()
+    record.harness_before()
+    record.launch("cudaGraphLaunch")
+    graph = record.launches[-1].correlation
+    record.activities += [
+        Activity(1_200, 1_300, 7, graph, MAIN, "node 1"),
+        Activity(1_300, 1_450, 7, graph, MAIN, "node 2"),
+    ]
+    record.close()
+    call = record.judge()
+    assert (call.complete, call.time_ns, call.activities) == (True, 250.0, 2)
