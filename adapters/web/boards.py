@@ -101,7 +101,8 @@ def history(app: Kernelcup, viewer: Viewer, name: str, gpu: str) -> list[History
             .join(Submission, col(Submission.id) == col(Run.submission_id))
             .join(User, col(User.id) == col(Run.user_id))
             .where(col(Run.leaderboard_id) == board.id, col(Run.gpu) == one, col(Run.mode) == Mode.RANKED.value,
-                   col(Run.passed), col(Run.score).is_not(None), col(User.banned).is_(False))
+                   col(Run.passed), col(Run.score).is_not(None), col(User.banned).is_(False),
+                   col(Submission.withdrawn_at).is_(None))
             .order_by(col(Submission.created_at), col(Run.id))
         ).all()
         points: list[HistoryPoint] = []

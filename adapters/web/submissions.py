@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import quote
 
 from fastapi.responses import JSONResponse
-from sqlalchemy import ColumnElement, or_
+from sqlalchemy import ColumnElement, and_, or_
 from sqlalchemy.orm import defer
 from sqlmodel import Session, col, select
 
@@ -22,14 +22,15 @@ from kernelcup.adapters.web.logs import LogReads, logs_of
 from kernelcup.adapters.web.replies import reply_response
 from kernelcup.adapters.web.schemas import CaseOut, JobOut, SubmissionOut, SubmissionSummary, UserOut
 from kernelcup.adapters.web.settings import WebSettings
-from kernelcup.core.access.visibility import PUBLIC, Sight, may_see_board, sight_of
+from kernelcup.core.access.permissions import allows
+from kernelcup.core.access.visibility import PUBLIC, Sight, may_see_board, may_see_submission, sight_of
 from kernelcup.core.app import Kernelcup
 from kernelcup.core.file_names import shown_file_name
 from kernelcup.core.leaderboards.ranking import rank_of
 from kernelcup.core.pipeline.events import job_event
 from kernelcup.core.pipeline.report import format_seconds, submission_reply
 from kernelcup.core.store.db import as_utc, session_scope
-from kernelcup.core.store.models import FINAL_MODE, Code, Job, Leaderboard, Run, Submission, User
+from kernelcup.core.store.models import FINAL_MODE, Code, Job, Leaderboard, Role, Run, Submission, User
 from kernelcup.harness.spec import CaseResult, Mode
 
 MAX_LIST = 100
@@ -48,8 +49,7 @@ def visible_submission(session: Session, viewer: Viewer, submission_id: int) -> 
     board = session.get(Leaderboard, submission.leaderboard_id) if submission is not None else None
     if submission is None or board is None:
         raise _not_found(submission_id)
-    own = viewer.user_id is not None and submission.user_id == viewer.user_id
-    if not own and not may_see_board(board, user_id=viewer.user_id, role=viewer.role):
+    if not may_see_submission(submission, board, user_id=viewer.user_id, role=viewer.role):
         raise _not_found(submission_id)
     return submission, board
 
@@ -132,6 +132,8 @@ def list_submissions(app: Kernelcup, web: WebSettings, viewer: Viewer, *, user_i
         boards = [b.id for b in session.exec(select(Leaderboard))
                   if may_see_board(b, user_id=viewer.user_id, role=viewer.role)]
         seen: ColumnElement[bool] = col(Submission.leaderboard_id).in_(boards)
+        if not allows(viewer.role, Role.ADMIN):  # a withdrawn one: its author's and admins' (may_see_submission)
+            seen = and_(seen, col(Submission.withdrawn_at).is_(None))
         if viewer.user_id is not None:
             seen = or_(seen, col(Submission.user_id) == viewer.user_id)
         query = (select(Submission, Leaderboard)
@@ -170,7 +172,7 @@ def user_progress(app: Kernelcup, viewer: Viewer, user_id: int) -> dict[tuple[st
             .join(Run, col(Run.leaderboard_id) == col(Leaderboard.id))
             .join(Submission, col(Submission.id) == col(Run.submission_id))
             .where(col(Run.user_id) == user_id, col(Run.mode) == Mode.RANKED.value, col(Run.passed),
-                   col(Run.score).is_not(None))
+                   col(Run.score).is_not(None), col(Submission.withdrawn_at).is_(None))
             .order_by(col(Submission.created_at))
         ).all()
         out: dict[tuple[str, str], list[tuple[Any, float]]] = {}
@@ -250,7 +252,8 @@ def _summary(session: Session, web: WebSettings, submission: Submission, board: 
         user_name=user.display_name if user is not None else "?", mode=submission.mode,
         file_name=shown_file_name(submission.file_name),
         created_at=as_utc(submission.created_at), finished=finished, passed=passed,
-        outcome="; ".join(f"{j.gpu}: {outcome(j)}" for j in jobs), url=web.url(f"/submissions/{submission.id}"),
+        outcome=("withdrawn; " if submission.withdrawn_at is not None else "")
+        + "; ".join(f"{j.gpu}: {outcome(j)}" for j in jobs), url=web.url(f"/submissions/{submission.id}"),
     )
 
 

@@ -55,6 +55,14 @@ def visible_leaderboard(session: Session, name: str, *, user_id: int | None, rol
     raise missing_leaderboard(session, name)
 
 
+def may_see_submission(submission: Submission, board: Leaderboard, *, user_id: int | None, role: Role) -> bool:
+    """Whether this viewer may know of the submission at all: its author always; admins always;
+    anyone else where they may see its leaderboard and it was not withdrawn."""
+    if (user_id is not None and submission.user_id == user_id) or allows(role, Role.ADMIN):
+        return True
+    return submission.withdrawn_at is None and may_see_board(board, user_id=user_id, role=role)
+
+
 def default_code_public(settings: Settings) -> bool:
     """The operator's default for leaderboards whose task.yml says nothing (``web:`` section,
     ``code_public_after_deadline``): the same for chat commands and the web."""

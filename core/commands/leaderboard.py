@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # the store is imported by the handlers as they run: the regi
     from sqlmodel import Session
 
     from kernelcup.core.leaderboards.ranking import Standing
-    from kernelcup.core.store.models import Job, Leaderboard, Run
+    from kernelcup.core.store.models import Job, Leaderboard, Run, Submission
 
 LEADERBOARD = Param("leaderboard", Kind.LEADERBOARD, "leaderboard name", required=True, positional=True)
 MAX_BUNDLE_BYTES = 8 * 1024 * 1024
@@ -244,11 +244,25 @@ def mine_command(app: CommandContext, request: Request) -> Reply:
         rows = [
             (f"#{submission.id}", board_name, submission.mode, shown_file_name(submission.file_name),
              f"{as_utc(submission.created_at):%Y-%m-%d %H:%M}",
-             "; ".join(f"{j.gpu}: {_outcome(j, runs.get(j.id or 0))}" for j in jobs_of.get(submission.id or 0, [])))
+             ("withdrawn; " if submission.withdrawn_at is not None else "")
+             + "; ".join(f"{j.gpu}: {_outcome(j, runs.get(j.id or 0))}" for j in jobs_of.get(submission.id or 0, [])))
             for submission, board_name in found
         ]
     return Reply([Table(("id", "leaderboard", "mode", "file", "submitted (UTC)", "outcome"), tuple(rows),
                         title="Your submissions")], ephemeral=True)
+
+
+def _withdrawn_words(session: Session, submission: Submission) -> str:
+    """Who withdrew it, when, and an admin's reason: shown to those who may still see it."""
+    from kernelcup.core.store.db import as_utc
+    from kernelcup.core.store.models import User
+
+    assert submission.withdrawn_at is not None
+    by = session.get(User, submission.withdrawn_by_id) if submission.withdrawn_by_id is not None else None
+    who = "its author" if by is None or by.id == submission.user_id else f"{by.display_name} (admin)"
+    reason = f": {submission.withdrawn_reason}" if submission.withdrawn_reason else ""
+    return (f"Withdrawn by {who} on {as_utc(submission.withdrawn_at):%Y-%m-%d %H:%M} UTC{reason}. "
+            "It counts in no ranking.")
 
 
 def _outcome(job: Job, run: Run | None) -> str:
@@ -266,7 +280,7 @@ def _outcome(job: Job, run: Run | None) -> str:
 )
 def get_submission_command(app: CommandContext, request: Request) -> Reply:
     from kernelcup.core.access.users import user_for
-    from kernelcup.core.access.visibility import default_code_public, may_see_board, sight_of
+    from kernelcup.core.access.visibility import default_code_public, may_see_submission, sight_of
     from kernelcup.core.pipeline.report import submission_reply
     from kernelcup.core.store.db import session_scope
     from kernelcup.core.store.models import Code, Leaderboard, Submission
@@ -279,14 +293,15 @@ def get_submission_command(app: CommandContext, request: Request) -> Reply:
             raise NotFound(f"There is no submission #{submission_id}.", "`mine` lists yours.")
         board = session.get(Leaderboard, submission.leaderboard_id)
         assert board is not None
-        own = submission.user_id == user.id
-        if not own and not may_see_board(board, user_id=user.id, role=request.role):
+        if not may_see_submission(submission, board, user_id=user.id, role=request.role):
             raise NotFound(f"There is no submission #{submission_id}.", "`mine` lists yours.")
         # One rule (kernelcup.core.access.visibility) for code and what could echo it: verdicts,
         # messages, logs, profiles.
         sight = sight_of(submission, board, user_id=user.id, role=request.role, now=app.now(),
                          public_after_deadline=default_code_public(app.settings))
         reply = submission_reply(session, submission_id, sight)
+        if submission.withdrawn_at is not None:
+            reply.blocks.insert(0, Text(_withdrawn_words(session, submission), style="warning"))
         if sight.private:
             code = session.get(Code, submission.code_sha256)
             assert code is not None

@@ -203,14 +203,12 @@ def record_run(session: Session, run: Run) -> RankChange | None:
     if run.id is None:
         raise ValueError("record_run needs a run added to this session")
     board, gpu, user_id = run.leaderboard_id, run.gpu, run.user_id
-    if session.get_bind().dialect.name == "postgresql":
-        session.execute(
-            text("SELECT pg_advisory_xact_lock(:space, hashtext(:entry))"),
-            {"space": _LOCK_SPACE, "entry": f"{board}/{gpu}/{user_id}"},
-        )
-    submitted_at = session.exec(
-        select(Submission.created_at).where(col(Submission.id) == run.submission_id)
+    _lock_entry(session, board, gpu, user_id)
+    submitted_at, withdrawn_at = session.exec(
+        select(Submission.created_at, Submission.withdrawn_at).where(col(Submission.id) == run.submission_id)
     ).one()
+    if withdrawn_at is not None:
+        return None  # withdrawn while it ran: its runs never rank
     old = session.exec(
         select(BestScore.score, BestScore.submitted_at, BestScore.run_id).where(
             _on_board(board, gpu), col(BestScore.user_id) == user_id
@@ -244,6 +242,16 @@ def record_run(session: Session, run: Run) -> RankChange | None:
         previous_leader_user_id=previous_leader,
         is_new_leader=new_rank == 1 and previous_leader != user_id,
     )
+
+
+def _lock_entry(session: Session, leaderboard_id: int, gpu: str, user_id: int) -> None:
+    """On PostgreSQL, serialise the writers of one entry until the transaction ends (SQLite's
+    single write lock already does)."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(
+            text("SELECT pg_advisory_xact_lock(:space, hashtext(:entry))"),
+            {"space": _LOCK_SPACE, "entry": f"{leaderboard_id}/{gpu}/{user_id}"},
+        )
 
 
 def _upsert_if_better(session: Session, values: dict[str, Any]) -> bool:
@@ -285,6 +293,35 @@ def rebuild_best(session: Session, leaderboard_id: int) -> int:
     if session.get_bind().dialect.name == "postgresql":
         session.execute(text("LOCK TABLE bestscore IN SHARE ROW EXCLUSIVE MODE"))
     session.execute(delete(BestScore).where(col(BestScore.leaderboard_id) == leaderboard_id))
+    candidates = _best_runs(col(Run.leaderboard_id) == leaderboard_id)
+    best = select(*(candidates.c[name] for name in _COLUMNS)).where(candidates.c.place == 1)
+    session.execute(insert(_BEST).from_select(_COLUMNS, best))
+    counted = session.exec(
+        select(func.count())
+        .select_from(BestScore)
+        .where(col(BestScore.leaderboard_id) == leaderboard_id)
+    ).one()
+    return int(counted)
+
+
+def rebuild_entry(session: Session, leaderboard_id: int, gpu: str, user_id: int) -> None:
+    """Recompute one user's entry on one (leaderboard, GPU) from their runs: after one of their
+    submissions was withdrawn, the next best run (or none) takes its place."""
+    _lock_entry(session, leaderboard_id, gpu, user_id)
+    session.execute(delete(BestScore).where(_on_board(leaderboard_id, gpu), col(BestScore.user_id) == user_id))
+    candidates = _best_runs(
+        col(Run.leaderboard_id) == leaderboard_id, col(Run.gpu) == gpu, col(Run.user_id) == user_id
+    )
+    best = select(*(candidates.c[name] for name in _COLUMNS)).where(candidates.c.place == 1)
+    session.execute(insert(_BEST).from_select(_COLUMNS, best))
+
+
+_COLUMNS = [*_KEY, "run_id", "submission_id", "score", "score_low", "score_high", "submitted_at"]
+
+
+def _best_runs(*where: ColumnElement[bool]) -> Any:
+    """The ranked, passing runs of submissions not withdrawn, each numbered by its place among
+    its author's runs on that GPU (``place == 1``: the run their entry holds)."""
     place = (
         func.row_number()
         .over(
@@ -293,7 +330,7 @@ def rebuild_best(session: Session, leaderboard_id: int) -> int:
         )
         .label("place")
     )
-    candidates = (
+    return (
         select_rows(
             col(Run.leaderboard_id).label("leaderboard_id"),
             col(Run.gpu).label("gpu"),
@@ -308,19 +345,11 @@ def rebuild_best(session: Session, leaderboard_id: int) -> int:
         )
         .join(Submission, col(Submission.id) == col(Run.submission_id))
         .where(
-            col(Run.leaderboard_id) == leaderboard_id,
+            *where,
             col(Run.mode) == Mode.RANKED.value,
             col(Run.passed),
             col(Run.score).is_not(None),
+            col(Submission.withdrawn_at).is_(None),
         )
         .subquery()
     )
-    columns = [*_KEY, "run_id", "submission_id", "score", "score_low", "score_high", "submitted_at"]
-    best = select(*(candidates.c[name] for name in columns)).where(candidates.c.place == 1)
-    session.execute(insert(_BEST).from_select(columns, best))
-    counted = session.exec(
-        select(func.count())
-        .select_from(BestScore)
-        .where(col(BestScore.leaderboard_id) == leaderboard_id)
-    ).one()
-    return int(counted)

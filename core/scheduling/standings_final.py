@@ -156,6 +156,9 @@ def _rank_and_store(session: Session, board: Leaderboard) -> dict[str, list[Fina
     reruns = session.exec(
         select(FinalRun).where(col(FinalRun.leaderboard_id) == board.id).order_by(col(FinalRun.id))
     ).all()
+    withdrawn = set(session.exec(select(Submission.id).where(
+        col(Submission.leaderboard_id) == board.id, col(Submission.withdrawn_at).is_not(None))).all())
+    reruns = [rerun for rerun in reruns if rerun.entry_submission_id not in withdrawn]  # withdraw()
     names = dict(session.exec(select(User.id, User.display_name)).all())
     by_gpu: dict[str, list[FinalRow]] = {}
     for gpu in dict.fromkeys(rerun.gpu for rerun in reruns):

@@ -121,6 +121,11 @@ class Submission(SQLModel, table=True):
     # ``UPDATE ... WHERE delivered_at IS NULL``. Indexed: each adapter start looks for the NULLs.
     delivered_at: datetime | None = Field(default=None, index=True, sa_type=UTCDateTime)
     created_at: datetime = Field(default_factory=utcnow, index=True, sa_type=UTCDateTime)
+    # Withdrawn (``withdraw``) by its author, or by an admin with a reason: the row and its runs
+    # stay for audit, out of every ranking and of the final standings, seen by author and admins only.
+    withdrawn_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    withdrawn_by_id: int | None = Field(default=None, foreign_key="user.id")
+    withdrawn_reason: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
 
 
 class Job(SQLModel, table=True):
