@@ -29,7 +29,7 @@ from kernelcup.core.pipeline.events import JobEvent
 from kernelcup.core.pipeline.jobs import Pipeline
 from kernelcup.core.pipeline.report import submission_reply
 from kernelcup.core.pipeline.runner import Runner, runners_by_gpu
-from kernelcup.core.pipeline.submissions import NeedsGpuChoice
+from kernelcup.core.pipeline.submissions import NeedsChoice
 from kernelcup.core.scheduling.announcements import Announcements
 from kernelcup.core.scheduling.notices import new_leader_announcement
 from kernelcup.core.scheduling.scheduler import Scheduling
@@ -210,9 +210,9 @@ class Kernelcup:
                 return reply
             request.args = coerce_args(cmd, request.args)
             reply = await asyncio.to_thread(cmd.handler, self, request)
-        except NeedsGpuChoice as exc:
+        except NeedsChoice as exc:
             reply = Reply.error(exc.message, exc.hint)
-            reply.choices = {"gpu": exc.options}
+            reply.choices = {exc.param: exc.options}
             reply.problem = Problem("needs_choice")
             return reply
         except UserError as exc:

@@ -41,7 +41,9 @@ class Request:
 @dataclass(frozen=True)
 class Text:
     text: str
-    style: str = "plain"  # "plain", "title", "success", "error", "warning", "hint"
+    # "plain", "title", "success", "error", "warning", "hint"; "markdown": the text is Markdown
+    # (a leaderboard's description), drawn by an adapter that can and shown as it is elsewhere.
+    style: str = "plain"
 
     def fallback(self) -> str:
         return self.text

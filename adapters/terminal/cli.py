@@ -25,11 +25,13 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperCommand, TyperGroup
 
-from kernelcup.adapters.terminal.render import TerminalRenderer
+from kernelcup.adapters.terminal.output import JsonOutput, Output, TextOutput, ask
 from kernelcup.adapters.terminal.session import read_local_files, terminal_user
 from kernelcup.core.commands.catalog import commands
-from kernelcup.core.commands.registry import Command, Kind
+from kernelcup.core.commands.parsing import fill_positionals
+from kernelcup.core.commands.registry import Command, Kind, Param, usage
 from kernelcup.core.config import Settings, load_settings
 from kernelcup.core.errors import SetupError, StoreUnavailable, UserError
 from kernelcup.core.messages import Actor, Attachment, Reply, Request
@@ -46,8 +48,25 @@ TOKEN_ENV = "KERNELCUP_TOKEN"
 SERVER_ENV = "KERNELCUP_SERVER"
 DEBUG_ENV = "KERNELCUP_DEBUG"
 
-app = typer.Typer(help="kernelcup: GPU-kernel leaderboards.", no_args_is_help=True, add_completion=False)
-db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
+class _Command(TyperCommand):
+    def get_help_option(self, ctx: Any) -> Any:
+        return _flag_label(super().get_help_option(ctx))
+
+
+class _Group(TyperGroup):
+    def get_help_option(self, ctx: Any) -> Any:
+        return _flag_label(super().get_help_option(ctx))
+
+
+def _flag_label(option: Any) -> Any:
+    """A flag takes no value, so its help row shows none (Typer's default says ``<bool>``)."""
+    if option is not None and getattr(option, "is_flag", False):
+        option.metavar = ""
+    return option
+
+
+app = typer.Typer(help="kernelcup: GPU-kernel leaderboards.", no_args_is_help=True, add_completion=False, cls=_Group)
+db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True, cls=_Group)
 app.add_typer(db_app, name="db")
 _server: dict[str, str | None] = {"url": None}  # --server, set by the callback below
 _debug = {"on": False}  # --debug, set by the callback below
@@ -56,11 +75,12 @@ _debug = {"on": False}  # --debug, set by the callback below
 @app.callback()
 def options(
     server: str = typer.Option(
-        None, "--server", envvar=SERVER_ENV, show_default=False,
+        None, "--server", envvar=SERVER_ENV, show_default=False, metavar="URL",
         help=f"a kernelcup server's URL: commands go to its HTTP API (token from {TOKEN_ENV}); "
              "default: config web.cli_server, else the embedded kernelcup",
     ),
-    debug: bool = typer.Option(False, "--debug", envvar=DEBUG_ENV, help="show the stack of an unexpected error"),
+    debug: bool = typer.Option(False, "--debug", envvar=DEBUG_ENV, metavar="",
+                               help="show the stack of an unexpected error"),
 ) -> None:
     _server["url"] = server
     _debug["on"] = debug
@@ -74,10 +94,11 @@ def remote_server() -> str | None:
     return str(configured) if configured else None
 
 
-@app.command()
+@app.command(cls=_Command)
 def serve(
     console: bool = typer.Option(
-        None, "--console/--no-console", help="run the terminal chat (default: when no chat adapter is configured)"
+        None, "--console/--no-console", metavar="",
+        help="run the terminal chat (default: when no chat adapter is configured)",
     ),
 ) -> None:
     """Run the bot: workers, scheduler and every adapter whose settings are present."""
@@ -86,10 +107,10 @@ def serve(
     raise typer.Exit(run_serve(console))
 
 
-@app.command()
+@app.command(cls=_Command)
 def init(
     folder: str = typer.Argument(".", help="the folder to write into (made if missing)"),
-    force: bool = typer.Option(False, "--force", help="replace files that exist (other files stay)"),
+    force: bool = typer.Option(False, "--force", metavar="", help="replace files that exist (other files stay)"),
 ) -> None:
     """Write a folder to run kernelcup in: the shipped leaderboards, config/kernelcup.yml, .env.example."""
     from kernelcup.adapters.terminal.starter import next_steps, write_starter
@@ -108,7 +129,7 @@ def init(
         out.print(f"  {escape(line)}", highlight=False)
 
 
-@db_app.command("upgrade")
+@db_app.command("upgrade", cls=_Command)
 def db_upgrade() -> None:
     """Bring the database schema up to date (the bot also does this on start)."""
     from kernelcup.core.store.db import check_reachable, upgrade
@@ -124,43 +145,124 @@ def db_upgrade() -> None:
     out.print("[green]The database schema is up to date.[/green]")
 
 
+JSON_FLAG, OUTPUT_OPTION = "kernelcup_json", "kernelcup_output"  # the parameters every command adds
+OPTION_SUFFIX = "__option"  # a positional parameter given by name: ``submit --mode test FILE``
+
+
 def _typer_command(cmd: Command) -> Callable[..., None]:
-    """A Typer command whose signature is built from the core command's parameters."""
+    """A Typer command whose signature is built from the core command's parameters. A positional
+    parameter may also be named (``--mode``); either way the words fill the ones not named."""
     params = []
     for p in cmd.params:
-        flags = [f"--{name.replace('_', '-')}" for name in (*p.aliases, p.name)]
-        flag = flags[-1]
-        annotation: Any = int if p.kind is Kind.INT else bool if p.kind is Kind.FLAG else str
-        if p.many:
-            annotation = list[str] | None
-        elif not p.required and p.kind is not Kind.FLAG:
-            annotation = annotation | None
-        if p.positional:
-            default = typer.Argument(... if p.required else None, help=p.help, show_default=False)
-        elif p.kind is Kind.FLAG:
-            default = typer.Option(False, flag, help=p.help)
-        else:
-            default = typer.Option(None, *flags, help=p.help, show_default=False)
-        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD if p.positional else inspect.Parameter.KEYWORD_ONLY
-        params.append(inspect.Parameter(p.name, kind, annotation=annotation, default=default))
+        params.extend(_typer_params(p))
+    params.append(inspect.Parameter(JSON_FLAG, inspect.Parameter.KEYWORD_ONLY, annotation=bool, default=typer.Option(
+        False, "--json", metavar="", help="print one JSON document, shaped as the REST API's answer (README)")))
+    params.append(inspect.Parameter(OUTPUT_OPTION, inspect.Parameter.KEYWORD_ONLY, annotation=str | None,
+                                    default=typer.Option(None, "--output", metavar="text|json",
+                                                         help="json: the same as --json", show_default=False)))
 
     def callback(**values: Any) -> None:
-        raise typer.Exit(run(cmd, values))
+        raise typer.Exit(run(cmd, *_command_line(cmd, values)))
 
+    params.sort(key=lambda param: param.kind)  # arguments before options, each in the registry's order
     callback.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     callback.__doc__ = cmd.help
     return callback
 
 
-def run(cmd: Command, values: dict[str, Any]) -> int:
-    out = Console()
-    err = Console(stderr=True)
-    args = {k: (list(v) if isinstance(v, tuple) else v) for k, v in values.items()}
+def _typer_params(p: Param) -> list[inspect.Parameter]:
+    flags = [f"--{name.replace('_', '-')}" for name in (*p.aliases, p.name)]
+    annotation: Any = int if p.kind is Kind.INT else bool if p.kind is Kind.FLAG else str
+    if p.many:
+        annotation = list[str] | None
+    elif p.kind is not Kind.FLAG:
+        annotation = annotation | None
+    words = f": {', '.join(p.choices)}" if p.choices else ""
+    words += "".join(f"; {alias} = {choice}" for alias, choice in p.choice_aliases)
+    metavar = p.name.upper()
+    if p.kind is Kind.FLAG:
+        return [inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
+                                  default=typer.Option(False, flags[-1], help=p.help, metavar=""))]
+    option = typer.Option(None, *flags, help=p.help + words, show_default=False, metavar=metavar)
+    if not p.positional:
+        return [inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=option)]
+    shown = f"{p.help}{words} (or {flags[-1]})"
+    return [
+        inspect.Parameter(p.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=annotation,
+                          default=typer.Argument(None, help=shown, show_default=False, metavar=metavar)),
+        inspect.Parameter(p.name + OPTION_SUFFIX, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
+                          default=typer.Option(None, *flags, hidden=True, show_default=False)),
+    ]
+
+
+def _command_line(cmd: Command, values: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """The command's arguments from Typer's values, and whether JSON was asked for. Exit 2 for a
+    required positional parameter given neither way, or one given both ways."""
+    as_json = bool(values.pop(JSON_FLAG, False)) or str(values.pop(OUTPUT_OPTION, None) or "").lower() == "json"
+    args: dict[str, Any] = {}
+    words: list[str] = []
+    for p in cmd.params:
+        value = values.get(p.name)
+        value = list(value) if isinstance(value, tuple) else value
+        if not p.positional:
+            args[p.name] = value
+            continue
+        named = values.get(p.name + OPTION_SUFFIX)
+        args[p.name] = list(named) if isinstance(named, tuple) else named
+        if value is not None:
+            words.extend(value if isinstance(value, list) else [str(value)])
+    try:
+        fill_positionals(cmd, args, words)
+    except UserError as exc:
+        _usage_error(f"{exc.message} {exc.hint}")
+    missing = [p.name for p in cmd.params if p.positional and p.required and args.get(p.name) in (None, [])]
+    if missing:
+        _usage_error(f"{cmd.name} needs {' and '.join(missing)}. {usage(cmd)}")
+    return args, as_json
+
+
+def _usage_error(message: str) -> NoReturn:
+    Console(stderr=True).print(f"[red]{escape(message)}[/red]", highlight=False)
+    raise typer.Exit(EXIT_USAGE)
+
+
+def run(cmd: Command, args: dict[str, Any], as_json: bool = False) -> int:
+    """Run the command where it runs (a server, the ``serve`` of this database, embedded), asking
+    for a missing leaderboard or GPU on a terminal and sending it again with the answer."""
+    asking = sys.stdin.isatty()
+    output: TextOutput | JsonOutput = (JsonOutput(asking=asking) if as_json
+                                       else TextOutput(Console(), files_folder(cmd, args), asking=asking))
     try:
         attachments = read_local_files(cmd, args)
     except UserError as exc:
-        err.print(f"[red]{escape(exc.message)}[/red] {escape(exc.hint)}")
+        output.fail(exc.message, exc.hint, exc.kind)
+        output.finish()
         return EXIT_FAILED
+    while True:
+        code = asyncio.run(_dispatch(cmd, dict(args), list(attachments), output))
+        if output.choice is None or not output.asking:
+            break
+        answer = ask(output.choice, Console(stderr=True))
+        if answer is None:  # said once, as where no one could be asked
+            output.asking = False
+            if output.held is not None:
+                output.reply(output.held)
+            break
+        many = any(p.many for p in cmd.params if p.name == output.choice.param)
+        args[output.choice.param] = answer.split(",") if many else answer
+    output.finish()
+    return code
+
+
+def files_folder(cmd: Command, args: dict[str, Any]) -> Path:
+    """Where saved files go: a folder per leaderboard for a command that names one, so the task
+    files of one leaderboard never replace another's."""
+    board = str(args.get("leaderboard") or "") if any(p.kind is Kind.LEADERBOARD for p in cmd.params) else ""
+    name = Path(board).name
+    return FILES_DIR / name if name and name not in (".", "..") else FILES_DIR
+
+
+async def _dispatch(cmd: Command, args: dict[str, Any], attachments: list[Attachment], output: Output) -> int:
     server = remote_server()
     if server:
         try:
@@ -169,12 +271,12 @@ def run(cmd: Command, values: dict[str, Any]) -> int:
             raise SetupError(f"Commands for a server ({server}) need the package {exc.name}, which is not "
                              "installed.", "pip install 'kernelcup[remote]'") from None
         token = os.environ.get(TOKEN_ENV) or None
-        return asyncio.run(run_remote(cmd, args, attachments, server, TerminalRenderer(out, FILES_DIR), token))
-    return asyncio.run(run_here(cmd, args, attachments, TerminalRenderer(out, FILES_DIR)))
+        return await run_remote(cmd, args, attachments, server, output, token)
+    return await run_here(cmd, args, attachments, output)
 
 
 async def run_here(cmd: Command, args: dict[str, Any], attachments: list[Attachment],
-                   renderer: TerminalRenderer) -> int:
+                   output: Output) -> int:
     """On this box: in the ``kernelcup serve`` of this database where one answers (its store is
     open and its harness warm), else embedded. A submission's harness starts first, so its
     torch import overlaps the opening of the store."""
@@ -182,7 +284,7 @@ async def run_here(cmd: Command, args: dict[str, Any], attachments: list[Attachm
 
     settings = load_settings()
     user = terminal_user()
-    handed = await hand_off(settings, cmd.name, args, attachments, user, renderer)
+    handed = await hand_off(settings, cmd.name, args, attachments, user, output)
     if handed.exit_code is not None:
         return handed.exit_code
     from kernelcup.adapters.terminal.session import start_logging
@@ -203,11 +305,11 @@ async def run_here(cmd: Command, args: dict[str, Any], attachments: list[Attachm
             await _close_runners(started)
         if not isinstance(exc, StoreUnavailable):
             raise
-        Console(stderr=True).print(f"[red]{exc}[/red]")
+        output.fail(str(exc))
         return EXIT_UNAVAILABLE
     request = Request(actor=Actor(identity=f"console:{user}", display_name=user), command=cmd.name, args=args,
                       attachments=attachments, from_this_machine=True)
-    return await handle_request(kernelcup, request, renderer)
+    return await handle_request(kernelcup, request, output)
 
 
 async def _start_runners_early(settings: Settings) -> dict[str, Runner]:
@@ -246,7 +348,7 @@ def _open(settings: Settings, runners: dict[str, Runner] | None) -> Kernelcup:
     return Kernelcup(settings, engine, runners if runners is not None else (lambda: load_runners(settings)))
 
 
-async def handle_request(kernelcup: Kernelcup, request: Request, renderer: TerminalRenderer) -> int:
+async def handle_request(kernelcup: Kernelcup, request: Request, renderer: Output) -> int:
     report = await asyncio.to_thread(kernelcup.sync_if_empty)
     if report is not None:
         show_sync_errors(report, Console(stderr=True))
@@ -281,10 +383,11 @@ def show_sync_errors(report: SyncReport, err: Console) -> None:
                   highlight=False)
 
 
-admin_app = typer.Typer(help="Admin commands.", no_args_is_help=True)
+admin_app = typer.Typer(help="Admin commands.", no_args_is_help=True, cls=_Group)
 app.add_typer(admin_app, name="admin")
 for _cmd in commands():
-    (admin_app if _cmd.group == "admin" else app).command(_cmd.name, help=_cmd.help)(_typer_command(_cmd))
+    (admin_app if _cmd.group == "admin" else app).command(_cmd.name, help=_cmd.help, cls=_Command)(
+        _typer_command(_cmd))
 
 
 def main() -> None:

@@ -39,16 +39,16 @@ import stat
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any
 
 from kernelcup.adapters.terminal.follow import show_progress
-from kernelcup.adapters.terminal.render import TerminalRenderer
 from kernelcup.core.config import Settings
 from kernelcup.core.messages import Attachment, Block, Code, File, Image, Problem, ProgressBlock, Reply, Table, Text
 from kernelcup.core.pipeline.events import JobEvent
 from kernelcup.core.private_paths import GROUP_OR_OTHERS_WRITE, exposure, trusted_owner
+
+if TYPE_CHECKING:
+    from kernelcup.adapters.terminal.output import Output
 
 VERSION = 1
 SOCKET_NAME = "kernelcup.sock"
@@ -193,7 +193,7 @@ def socket_refusal(path: Path) -> str:
 
 
 async def hand_off(settings: Settings, command: str, args: dict[str, Any], attachments: list[Attachment],
-                   user: str, renderer: TerminalRenderer) -> Handoff:
+                   user: str, renderer: Output) -> Handoff:
     """Run the command in the ``kernelcup serve`` of this database, if one answers."""
     path = socket_path(settings)
     try:
@@ -225,7 +225,7 @@ async def hand_off(settings: Settings, command: str, args: dict[str, Any], attac
         try:
             return Handoff(await _follow(reader, renderer))
         except (ServerLost, OSError, ValueError) as exc:
-            Console(stderr=True).print(f"[red]Lost the kernelcup server at {path}: {exc}[/red]", highlight=False)
+            renderer.fail(f"Lost the kernelcup server at {path}: {exc}")
             return Handoff(3)
     finally:
         writer.close()
@@ -233,7 +233,7 @@ async def hand_off(settings: Settings, command: str, args: dict[str, Any], attac
             await writer.wait_closed()
 
 
-async def _follow(reader: asyncio.StreamReader, renderer: TerminalRenderer) -> int:
+async def _follow(reader: asyncio.StreamReader, renderer: Output) -> int:
     """Render the server's answers; the exit status as the embedded path gives it."""
     reply = reply_from_json((await _message(reader, "reply"))["reply"])
     renderer.reply(reply)

@@ -19,12 +19,11 @@ from typing import Any
 
 import httpx
 import yaml
-from rich.console import Console
 
 from kernelcup.adapters.terminal.follow import show_progress
-from kernelcup.adapters.terminal.render import TerminalRenderer
+from kernelcup.adapters.terminal.output import Output
 from kernelcup.core.commands.registry import Command, Kind
-from kernelcup.core.messages import Attachment, Block, Code, File, Image, ProgressBlock, Reply, Table, Text
+from kernelcup.core.messages import Attachment, Block, Code, File, Image, Problem, ProgressBlock, Reply, Table, Text
 from kernelcup.core.pipeline.events import JobEvent
 
 RECONNECTS = 5  # a dropped event stream is reopened; the server restarts it from each job's state
@@ -114,10 +113,16 @@ def reply_of(response: httpx.Response) -> Reply:
         if not isinstance(detail, str):
             detail = json.dumps(detail)[:600]
         hint = body.get("hint", "") if isinstance(body, dict) else ""
-        return Reply.error(f"{detail} ({response.status_code})", str(hint or ""))
+        refused = Reply.error(f"{detail} ({response.status_code})", str(hint or ""))
+        refused.problem = Problem(str(body.get("kind") or "invalid")) if isinstance(body, dict) else None
+        refused.choices = body.get("choices") if isinstance(body, dict) else None
+        return refused
+    problem = body.get("problem")
     return Reply(blocks=[_block(b) for b in body["blocks"]], ok=bool(body.get("ok")),
                  ephemeral=bool(body.get("ephemeral")), submission_id=body.get("submission_id"),
-                 choices=body.get("choices"))
+                 choices=body.get("choices"),
+                 problem=Problem(str(problem.get("kind")), problem.get("retry_after_s"))
+                 if isinstance(problem, dict) else None)
 
 
 def _block(raw: dict[str, Any]) -> Block:
@@ -177,7 +182,7 @@ def _outside_sources(folder: Path) -> list[Path]:
 
 
 async def run_remote(cmd: Command, args: dict[str, Any], attachments: list[Attachment], server: str,
-                     renderer: TerminalRenderer, token: str | None, *,
+                     renderer: Output, token: str | None, *,
                      transport: httpx.AsyncBaseTransport | None = None) -> int:
     """Exit status as for the embedded core: 0 ok (a submission: every job passed), 1 failed,
     3 server unreachable."""
@@ -193,7 +198,7 @@ async def run_remote(cmd: Command, args: dict[str, Any], attachments: list[Attac
         renderer.reply(final)
         return 0 if final.ok else 1
     except ServerUnreachable as exc:
-        Console(stderr=True).print(f"[red]{exc}[/red]")
+        renderer.fail(str(exc))
         return 3
     finally:
         await remote.aclose()

@@ -1,10 +1,13 @@
-"""Rendering neutral reply blocks in a terminal with Rich. Files are saved, never cut."""
+"""Rendering neutral reply blocks in a terminal with Rich. Files are saved, never cut; Markdown
+(a leaderboard's description) is drawn with Rich's own renderer: headings, lists and code."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from rich.console import Console, RenderableType
+from rich.markdown import Markdown
+from rich.markup import escape
 from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table as RichTable
@@ -32,7 +35,13 @@ class TerminalRenderer:
         for block in reply.blocks:
             self.console.print(self.block(block))
 
+    def fail(self, message: str, hint: str = "", kind: str = "unavailable") -> None:
+        """A failure before any reply (no file, no server): one line on stderr."""
+        Console(stderr=True).print(f"[red]{escape(message)}[/red] {escape(hint)}".rstrip(), highlight=False)
+
     def block(self, block: Block) -> RenderableType:
+        if isinstance(block, Text) and block.style == "markdown":
+            return Markdown(block.text)
         if isinstance(block, Text):
             return RichText(block.text, style=_STYLES.get(block.style, ""))
         if isinstance(block, Table):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import asdict
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, File, Form, Query, UploadFile
 from fastapi import Request as HttpRequest
@@ -36,9 +36,9 @@ from kernelcup.adapters.web.schemas import (
 from kernelcup.adapters.web.settings import WebSettings
 from kernelcup.adapters.web.streams import EventStreams, Stream
 from kernelcup.core.app import Kernelcup
+from kernelcup.core.commands.catalog import find_command
 from kernelcup.core.messages import Attachment, Request
 from kernelcup.core.store.db import session_scope
-from kernelcup.harness.spec import Mode
 
 ERRORS: dict[int | str, dict[str, object]] = {
     401: {"model": ErrorOut, "description": "no token, or an unknown one"},
@@ -52,6 +52,7 @@ def web_settings(request: HttpRequest) -> WebSettings:
 
 
 Web = Annotated[WebSettings, Depends(web_settings)]
+ModeWord = Literal[find_command("submit").param("mode").choice_words()]  # type: ignore[valid-type]
 router = APIRouter(prefix="/api", responses=ERRORS)
 
 
@@ -129,7 +130,7 @@ async def submit(
     app: App,
     web: Web,
     file: Annotated[UploadFile, File(description="a .py file that defines custom_kernel, or .cu source")],
-    mode: Annotated[Mode, Form()],
+    mode: Annotated[ModeWord, Form(description="test, benchmark, ranked (or leaderboard), profile")],  # type: ignore[valid-type]
     leaderboard: Annotated[str | None, Form(description="default: the file's #!POPCORN leaderboard line")] = None,
     gpu: Annotated[list[str] | None, Form(description="GPUs (repeat the field); default: #!POPCORN gpus")] = None,
 ) -> JSONResponse:
@@ -138,7 +139,7 @@ async def submit(
     content = await file.read()
     name = file.filename or "submission"
     request = Request(actor=viewer.actor, command="submit", reply_to="web",
-                      args={"mode": mode.value, "file": name, "leaderboard": leaderboard, "gpu": gpu},
+                      args={"mode": mode, "file": name, "leaderboard": leaderboard, "gpu": gpu},
                       attachments=[Attachment(name, content)])
     reply = await app.handle(request)
     if reply.submission_id is None:

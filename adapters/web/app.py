@@ -4,7 +4,9 @@ the adapter serves it with uvicorn."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi import Request as HttpRequest
@@ -114,7 +116,25 @@ def _handle_errors(app: FastAPI, templates: Jinja2Templates) -> None:
             ):
                 hint = "Send JSON; files go in `attachments` as {name, base64} (README, Web and HTTP API)."
                 return error_response(422, "This route takes a JSON body, not a form upload.", hint, "invalid")
+            parameters = query_or_path_problem(exc.errors())
+            if parameters is not None:
+                return error_response(422, parameters, "The route's parameters are in /docs.", "invalid")
             # A body that is not UTF-8 must not break the answer: the error echoes no raw bytes.
             errors = [{**e, "input": "(not shown)"} if isinstance(e.get("input"), bytes) else e for e in exc.errors()]
             return await request_validation_exception_handler(request, RequestValidationError(errors))
         return page(request, 404, "There is no such page.", "Check the address.")
+
+
+def query_or_path_problem(errors: Sequence[Any]) -> str | None:
+    """A missing or wrong query or path parameter in the documented error shape's words (one
+    sentence per parameter); None where a body field is wrong: its list says where in the body."""
+    if not errors or any(not e.get("loc") or e["loc"][0] not in ("query", "path") for e in errors):
+        return None
+    said = []
+    for error in errors:
+        where, name = error["loc"][0], ".".join(str(part) for part in error["loc"][1:])
+        if error.get("type") == "missing":
+            said.append(f"The {where} parameter {name} is missing.")
+        else:
+            said.append(f"The {where} parameter {name} is wrong: {error.get('msg', 'invalid')}.")
+    return " ".join(said)

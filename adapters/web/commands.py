@@ -37,7 +37,7 @@ def _annotation(param: Param) -> Any:
     elif param.kind is Kind.FLAG:
         base = bool
     elif param.kind is Kind.CHOICE and param.choices:
-        base = Literal[param.choices]
+        base = Literal[param.choice_words()]  # the core reads an alias as its choice
     else:
         base = str
     return list[base] if param.many else base

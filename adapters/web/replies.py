@@ -5,24 +5,14 @@ The core decides every rule; this module only says how its verdict reads over HT
 
 from __future__ import annotations
 
-import base64
 import math
 
 from fastapi.responses import JSONResponse
 
-from kernelcup.adapters.web.schemas import (
-    BlockOut,
-    CodeOut,
-    ErrorOut,
-    FileOut,
-    ImageOut,
-    ProblemOut,
-    ProgressOut,
-    ReplyOut,
-    TableOut,
-    TextOut,
-)
-from kernelcup.core.messages import Block, Code, File, Image, ProgressBlock, Reply, Table, Text
+from kernelcup.adapters.web.schemas import ErrorOut, block_out, reply_out
+from kernelcup.core.messages import Reply, Text
+
+__all__ = ["block_out", "error_response", "refusal_response", "reply_out", "reply_response", "status_of"]
 
 STATUS_BY_KIND = {
     "invalid": 422,
@@ -34,40 +24,6 @@ STATUS_BY_KIND = {
     "rate_limited": 429,
     "internal": 500,
 }
-
-
-def block_out(block: Block) -> BlockOut:
-    if isinstance(block, Text):
-        return TextOut(text=block.text, style=block.style)
-    if isinstance(block, Table):
-        return TableOut(columns=list(block.columns), rows=[list(row) for row in block.rows], title=block.title)
-    if isinstance(block, Code):
-        return CodeOut(code=block.code, language=block.language)
-    if isinstance(block, File):
-        try:
-            return FileOut(name=block.name, description=block.description, text=block.content.decode("utf-8"))
-        except UnicodeDecodeError:
-            return FileOut(name=block.name, description=block.description,
-                           base64=base64.b64encode(block.content).decode())
-    if isinstance(block, Image):
-        return ImageOut(name=block.name, alt=block.alt, png_base64=base64.b64encode(block.png).decode())
-    if isinstance(block, ProgressBlock):
-        return ProgressOut(job_id=block.job_id, gpu=block.gpu, phase=block.phase, done=block.done,
-                           total=block.total, queue_position=block.queue_position)
-    raise TypeError(f"the web cannot render {type(block).__name__}")
-
-
-def reply_out(reply: Reply) -> ReplyOut:
-    problem = reply.problem
-    return ReplyOut(
-        ok=reply.ok,
-        ephemeral=reply.ephemeral,
-        submission_id=reply.submission_id,
-        choices=reply.choices,
-        problem=ProblemOut(kind=problem.kind, retry_after_s=problem.retry_after_s) if problem else None,
-        blocks=[block_out(block) for block in reply.blocks],
-        text=reply.text(),
-    )
 
 
 def status_of(reply: Reply) -> int:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernelcup.core.commands.registry import CommandContext, Kind, Param, command
+from kernelcup.core.commands.submit import MODE_ALIASES
 from kernelcup.core.errors import UserError
 from kernelcup.core.messages import Block, Reply, Request, Table, Text
 from kernelcup.core.roles import Role
@@ -45,7 +46,8 @@ def _set_ban(app: CommandContext, request: Request, banned: bool) -> Reply:
     "limit submissions per user and hour (no number: show the limits; 0: remove)",
     Param("leaderboard", Kind.LEADERBOARD, "a leaderboard, or * for all", positional=True),
     Param("mode", Kind.CHOICE, "a mode, or * for all", positional=True,
-          choices=(*[m.value for m in Mode], "*")),  # "*": kernelcup.core.access.ratelimits.ANY_MODE
+          choices=(*[m.value for m in Mode], "*"),  # "*": kernelcup.core.access.ratelimits.ANY_MODE
+          choice_aliases=MODE_ALIASES),
     Param("per_hour", Kind.INT, "submissions per hour", positional=True),
     role=Role.ADMIN,
     group="admin",

@@ -172,7 +172,8 @@ def task_command(app: CommandContext, request: Request) -> Reply:
         assert board.id is not None
         files = task_files(session, board.id)
         task = task_of(board)
-    blocks: list[Block] = [Text(board.name, style="title"), Text(board.description or "(no description)")]
+    blocks: list[Block] = [Text(board.name, style="title"),
+                           Text(board.description or "(no description)", style="markdown")]
     ranks = world_size_of(board)
     if ranks:
         blocks.append(Text(

@@ -14,8 +14,9 @@ from kernelcup.core.errors import UserError
 def parse_line(line: str) -> tuple[str, dict[str, Any]]:
     """Parse a chat line such as ``/leaderboard submit ranked kernel.py --gpu H100``.
 
-    Positional values fill the command's positional parameters in order; ``--name value`` sets
-    any parameter; ``--flag`` sets a flag; a parameter marked ``many`` may repeat.
+    Positional values fill the command's positional parameters in order, skipping those named
+    with ``--name value`` (``submit --mode test kernel.py``); ``--flag`` sets a flag; a parameter
+    marked ``many`` may repeat.
     """
     try:
         words = shlex.split(line)
@@ -27,7 +28,7 @@ def parse_line(line: str) -> tuple[str, dict[str, Any]]:
         return "help", {}
     cmd = find_command(words[0])
     args: dict[str, Any] = {}
-    positional = [p for p in cmd.params if p.positional]
+    loose: list[str] = []
     rest = words[1:]
     i = 0
     while i < len(rest):
@@ -48,12 +49,20 @@ def parse_line(line: str) -> tuple[str, dict[str, Any]]:
                     value = rest[i]
                 _put(args, param, value)
         else:
-            if not positional:
-                raise UserError(f"Unexpected {word!r} for {cmd.name}.", usage(cmd))
-            param = positional[0] if positional[0].many else positional.pop(0)
-            _put(args, param, word)
+            loose.append(word)
         i += 1
+    fill_positionals(cmd, args, loose)
     return cmd.name, args
+
+
+def fill_positionals(cmd: Command, args: dict[str, Any], words: list[str]) -> None:
+    """Give ``words`` to the positional parameters that no option named, in order."""
+    open_params = [p for p in cmd.params if p.positional and args.get(p.name) in (None, [])]
+    for word in words:
+        if not open_params:
+            raise UserError(f"Unexpected {word!r} for {cmd.name}.", usage(cmd))
+        param = open_params[0] if open_params[0].many else open_params.pop(0)
+        _put(args, param, word)
 
 
 def _param(cmd: Command, name: str) -> Param:

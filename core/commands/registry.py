@@ -51,6 +51,12 @@ class Param:
     # Other names a command line takes for it (``--from`` for ``source``): a Python keyword
     # cannot name a parameter, and Discord and the CLI build signatures from ``name``.
     aliases: tuple[str, ...] = ()
+    # Other words a choice takes, each read as its choice: ("leaderboard", "ranked") is GPU MODE's.
+    choice_aliases: tuple[tuple[str, str], ...] = ()
+
+    def choice_words(self) -> tuple[str, ...]:
+        """Every word the choice accepts: its choices, then their aliases."""
+        return (*self.choices, *(alias for alias, _ in self.choice_aliases))
 
 
 class CommandContext(Protocol):
@@ -138,7 +144,7 @@ def coerce_args(cmd: Command, raw: dict[str, Any]) -> dict[str, Any]:
         elif param.kind is Kind.FLAG:
             value = value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "y")
         elif param.kind is Kind.CHOICE:
-            value = str(value).lower()
+            value = dict(param.choice_aliases).get(str(value).lower(), str(value).lower())
             if value not in param.choices:
                 raise UserError(
                     f"{param.name} must be one of {', '.join(param.choices)}, not {value!r}.",

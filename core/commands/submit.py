@@ -10,12 +10,15 @@ from kernelcup.core.roles import Role
 from kernelcup.harness.spec import Mode
 
 MODES = tuple(m.value for m in Mode)
+# GPU MODE's popcorn-cli calls a ranked submission "leaderboard": the same mode here.
+MODE_ALIASES = (("leaderboard", Mode.RANKED.value),)
 
 
 @command(
     "submit",
     "run a kernel: test (correctness), benchmark (timing), ranked (counts), profile",
-    Param("mode", Kind.CHOICE, "what to run", required=True, positional=True, choices=MODES),
+    Param("mode", Kind.CHOICE, "what to run", required=True, positional=True, choices=MODES,
+          choice_aliases=MODE_ALIASES),
     Param("file", Kind.FILE, "your .py (custom_kernel) or .cu file", required=True, positional=True),
     Param("leaderboard", Kind.LEADERBOARD, "default: the file's #!POPCORN leaderboard line"),
     Param("gpu", Kind.GPU, "GPUs to run on (default: the file's #!POPCORN gpus line)", many=True),

@@ -133,7 +133,8 @@ def _job_line(session: Session, job: Job, run: Run | None, board: Leaderboard, s
     verdict = sight.verdict(result) if result else "unreadable result"
     line = f"[{job.gpu}] {_ICON[run.passed]} {verdict}"
     if run.passed and run.score is not None:
-        line += f" · score {format_seconds(run.score)}"
+        if "score" not in verdict:  # a timed run's own verdict names its score: say it once
+            line += f" · score {format_seconds(run.score)}"
         if run.mode == "ranked" and board.id is not None:
             rank = rank_of(session, board.id, job.gpu, run.user_id)
             if rank is not None:

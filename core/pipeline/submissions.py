@@ -10,12 +10,12 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlmodel import Session
+from sqlmodel import Session, col, select
 
 from kernelcup.core.access.permissions import allows
 from kernelcup.core.access.ratelimits import check as check_rate_limit
 from kernelcup.core.access.users import user_for
-from kernelcup.core.access.visibility import visible_leaderboard
+from kernelcup.core.access.visibility import may_see_board, visible_leaderboard
 from kernelcup.core.config import Settings
 from kernelcup.core.errors import Forbidden, Refused, TooLarge, UserError
 from kernelcup.core.file_names import shown_file_name
@@ -44,15 +44,29 @@ class Directives:
     gpus: tuple[str, ...]
 
 
-class NeedsGpuChoice(UserError):
-    """Several GPUs fit and none was named: adapters may offer a menu of ``options``."""
+class NeedsChoice(UserError):
+    """A value is missing that an adapter may ask for: a menu of ``options`` for ``param``."""
+
+    def __init__(self, param: str, options: list[str], message: str, hint: str) -> None:
+        super().__init__(message, hint)
+        self.param = param
+        self.options = options
+
+
+class NeedsGpuChoice(NeedsChoice):
+    """Several GPUs fit and none was named."""
 
     def __init__(self, board: str, options: list[str]) -> None:
-        super().__init__(
-            f"Leaderboard {board} runs on {', '.join(options)}: which GPU(s)?",
-            "Name one or more with the gpu option (or a `#!POPCORN gpus ...` line).",
-        )
-        self.options = options
+        super().__init__("gpu", options, f"Leaderboard {board} runs on {', '.join(options)}: which GPU(s)?",
+                         "Name one or more with the gpu option (or a `#!POPCORN gpus ...` line).")
+
+
+class NeedsLeaderboardChoice(NeedsChoice):
+    """No leaderboard was named, by option or ``#!POPCORN`` line."""
+
+    def __init__(self, options: list[str]) -> None:
+        super().__init__("leaderboard", options, "Which leaderboard is this for?",
+                         "Name it with the leaderboard option or a `#!POPCORN leaderboard NAME` line.")
 
 
 def read_directives(source: str) -> Directives:
@@ -102,12 +116,9 @@ def submit(
     source = decode_source(file, settings.limits.max_file_bytes)
     directives = read_directives(source)
     name = leaderboard or directives.leaderboard
-    if not name:
-        raise UserError(
-            "Which leaderboard is this for?",
-            "Name it with the leaderboard option or a `#!POPCORN leaderboard NAME` line.",
-        )
     user = user_for(session, actor)
+    if not name:
+        raise NeedsLeaderboardChoice(_boards_for(session, file.name, user.id, role))
     if user.banned:
         raise Forbidden("You are banned from submitting.", "Ask an admin if you think this is a mistake.")
     if submissions_paused(session) and not allows(role, Role.ADMIN):
@@ -148,6 +159,13 @@ def submit(
     session.add_all(jobs)
     session.flush()
     return submission, jobs
+
+
+def _boards_for(session: Session, file_name: str, user_id: int | None, role: Role) -> list[str]:
+    """The leaderboards this asker sees that take a file of this type, by name."""
+    boards = session.exec(select(Leaderboard).order_by(col(Leaderboard.name))).all()
+    return [b.name for b in boards if may_see_board(b, user_id=user_id, role=role)
+            and file_name.endswith(accepted_extensions(task_of(b)))]
 
 
 def _check_file_type(board: Leaderboard, file_name: str) -> None:
