@@ -17,16 +17,15 @@ from rich.progress import (
 )
 
 from kernelcup.core.messages import Reply
-from kernelcup.core.pipeline.events import JobEvent
+from kernelcup.core.pipeline.events import JobEvent, job_state
 
 if TYPE_CHECKING:  # the hand-off path follows a server's submission without the core itself
     from kernelcup.core.app import Kernelcup
 
 
 def describe(event: JobEvent) -> str:
-    if event.finished:
-        # A job that "succeeded" only means the harness finished; the verdict comes in the report.
-        shown = "finished" if event.status == "succeeded" else (event.status or event.phase)
+    if event.finished:  # the job's fate; the verdict comes in the report
+        shown = job_state(event.status) or event.phase
         return f"[{event.gpu}] {shown.replace('_', ' ')}"
     if event.phase == "queued" and event.queue_position is not None:
         return f"[{event.gpu}] queued, position {event.queue_position}"

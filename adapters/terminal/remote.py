@@ -67,6 +67,9 @@ class RemoteKernelcup:
                     async for event, data in server_sent_events(response.aiter_lines()):
                         if event == "progress":
                             raw = json.loads(data)
+                            # The API says ``state`` (core.pipeline.events.job_state), which reads
+                            # the same through job_state again.
+                            raw["status"] = raw.get("state")
                             yield JobEvent(**{k: v for k, v in raw.items() if k in _EVENT_FIELDS})
                         elif event == "done":
                             return

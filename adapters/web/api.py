@@ -24,6 +24,7 @@ from kernelcup.adapters.web.schemas import (
     Accepted,
     ErrorOut,
     HistoryPoint,
+    JobEventOut,
     LeaderboardDetail,
     LeaderboardSummary,
     Me,
@@ -38,6 +39,7 @@ from kernelcup.adapters.web.streams import EventStreams, Stream
 from kernelcup.core.app import Kernelcup
 from kernelcup.core.commands.catalog import find_command
 from kernelcup.core.messages import Attachment, Request
+from kernelcup.core.pipeline.events import JobEvent, job_state
 from kernelcup.core.store.db import session_scope
 
 ERRORS: dict[int | str, dict[str, object]] = {
@@ -54,6 +56,11 @@ def web_settings(request: HttpRequest) -> WebSettings:
 Web = Annotated[WebSettings, Depends(web_settings)]
 ModeWord = Literal[find_command("submit").param("mode").choice_words()]  # type: ignore[valid-type]
 router = APIRouter(prefix="/api", responses=ERRORS)
+
+
+def event_out(event: JobEvent) -> JobEventOut:
+    fields = {k: v for k, v in asdict(event).items() if k != "status"}
+    return JobEventOut(**fields, state=job_state(event.status))
 
 
 async def visible_submission_id(submission_id: int, viewer: Annotated[Viewer, Depends(optional_viewer)],
@@ -170,7 +177,7 @@ async def follow(submission_id: Annotated[int, Depends(visible_submission_id)],
     shared by everyone watching; each viewer's events are cut to what they may see."""
     seen = await asyncio.to_thread(submissions.sight_of_submission, app, web, viewer, submission_id)
     async for event in stream.events():
-        yield ServerSentEvent(event="progress", data=asdict(seen.event(event)))
+        yield ServerSentEvent(event="progress", data=event_out(seen.event(event)).model_dump(mode="json"))
     detail = await asyncio.to_thread(submissions.submission_detail, app, web, viewer, reads, submission_id)
     yield ServerSentEvent(event="done", data={"submission_id": submission_id, "finished": detail.finished,
                                               "passed": detail.passed, "url": detail.url})

@@ -71,6 +71,22 @@ class Ranking(BaseModel):
     entries: list[RankingEntry]
 
 
+class JobEventOut(BaseModel):
+    """A ``progress`` server-sent event: a job's phase, and its ``state`` as JobOut names it."""
+
+    submission_id: int
+    job_id: int
+    gpu: str
+    phase: str
+    done: int = 0
+    total: int = 0
+    queue_position: int | None = None
+    finished: bool = False
+    state: str | None = None
+    run_id: int | None = None
+    error: str | None = None
+
+
 class HistoryPoint(BaseModel):
     at: datetime
     score_s: float
@@ -96,7 +112,9 @@ class CaseOut(BaseModel):
 class JobOut(BaseModel):
     job_id: int
     gpu: str
-    status: str
+    # The job's fate (queued, running, completed, errored, timed_out, cancelled); whether the
+    # kernel passed is ``passed`` and ``verdict``: a completed job may have failed its checks.
+    state: str
     phase: str
     done: int = 0
     total: int = 0

@@ -27,7 +27,7 @@ from kernelcup.core.access.visibility import PUBLIC, Sight, may_see_board, may_s
 from kernelcup.core.app import Kernelcup
 from kernelcup.core.file_names import shown_file_name
 from kernelcup.core.leaderboards.ranking import rank_of
-from kernelcup.core.pipeline.events import job_event
+from kernelcup.core.pipeline.events import job_event, job_state
 from kernelcup.core.pipeline.report import format_seconds, submission_reply
 from kernelcup.core.store.db import as_utc, session_scope
 from kernelcup.core.store.models import FINAL_MODE, Code, Job, Leaderboard, Role, Run, Submission, User
@@ -201,7 +201,8 @@ class _Logs:
 def _job(session: Session, job: Job, board: Leaderboard, seen: Sight, logs: _Logs | None = None) -> JobOut:
     """A job as the API shows it; with ``logs``, its run's result too (a list needs only the outcome)."""
     event = seen.event(job_event(session, job))
-    out = JobOut(job_id=event.job_id, gpu=job.gpu, status=job.status, phase=event.phase, done=event.done,
+    out = JobOut(job_id=event.job_id, gpu=job.gpu, state=job_state(job.status) or job.status, phase=event.phase,
+                 done=event.done,
                  total=event.total, queue_position=event.queue_position, finished=event.finished, error=event.error)
     # Not the stored result (megabytes of logs): that is read where it is needed, once.
     unread = defer(Run.result_json)  # type: ignore[arg-type]  # SQLModel types the column as its value
@@ -263,7 +264,7 @@ def outcome(job: JobOut) -> str:
     if job.passed is False:
         return "failed"
     if job.finished:
-        return job.status.replace("_", " ")
+        return job.state.replace("_", " ")
     if job.phase == "queued" and job.queue_position is not None:
         return f"queued, position {job.queue_position}"
     return f"{job.phase} {job.done}/{job.total}" if job.total else job.phase

@@ -267,11 +267,27 @@ def _withdrawn_words(session: Session, submission: Submission) -> str:
 
 
 def _outcome(job: Job, run: Run | None) -> str:
+    """One job in one's own list: the score where it passed, else why not, in the verdict's
+    first line (or the runner's, for a job that ended without a result)."""
+    import json
+
+    from kernelcup.core.pipeline.events import job_state
     from kernelcup.core.pipeline.report import format_seconds
 
     if run is None:
-        return job.status
-    return f"passed {format_seconds(run.score)}" if run.passed else "failed"
+        state = (job_state(job.status) or job.status).replace("_", " ")
+        return f"{state}: {_first_line(job.error)}" if job.error else state
+    if run.passed:
+        return f"passed {format_seconds(run.score)}" if run.score is not None else "passed"
+    try:
+        verdict = str(json.loads(run.result_json).get("verdict") or "")
+    except (ValueError, AttributeError):
+        verdict = ""
+    return f"failed: {_first_line(verdict)}" if verdict.strip() else "failed"
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
 @command(

@@ -48,6 +48,17 @@ class JobEvent:
     error: str | None = None  # why a job has no result, for the user
 
 
+# What the job's fate is called where people and scripts read it (the API, the CLI): the stored
+# ``succeeded`` only means the harness ran to its end, so beside a verdict that failed it would
+# misread; and a job without a result ``errored``, which leaves "failed" to verdicts alone.
+_STATE_OF_STATUS = {"succeeded": "completed", "failed": "errored"}
+
+
+def job_state(status: str | None) -> str | None:
+    """The job's fate in shown words: queued, running, completed, errored, timed_out, cancelled."""
+    return _STATE_OF_STATUS.get(status, status) if status is not None else None
+
+
 def progress_text(phase: str, done: int = 0, total: int = 0) -> str:
     """What ``Job.progress`` stores, so another process can rebuild the event."""
     return f"{phase} {done}/{total}" if total else phase

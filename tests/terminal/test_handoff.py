@@ -130,6 +130,24 @@ def test_every_command_goes_to_the_server_with_its_exit_status(home: Path, serve
     assert server.log().count('"hand-off command"') == 3
 
 
+def test_json_from_the_server_is_the_document_the_embedded_cli_prints(home: Path, server: Server) -> None:
+    handed = kernelcup(home, "submit", "--mode", "test", str(SOLUTION), "--json")
+    assert handed.returncode == 0, handed.stdout + handed.stderr
+    document = json.loads(handed.stdout)
+    assert document["ok"] is True and isinstance(document["submission_id"], int)
+    assert "all 5 tests passed" in document["text"]
+    refused = kernelcup(home, "show", "nosuch", "--output", "json")
+    assert refused.returncode == 1
+    assert json.loads(refused.stdout)["problem"]["kind"] == "not_found"
+    assert server.log().count('"hand-off command"') == 2
+
+    server.stop()
+    embedded = json.loads(kernelcup(home, "submit", "--mode", "test", str(SOLUTION), "--json").stdout)
+    assert document.keys() == embedded.keys()
+    assert [b["type"] for b in document["blocks"]] == [b["type"] for b in embedded["blocks"]]
+    assert shown(document["text"]) == shown(embedded["text"])
+
+
 def test_the_socket_is_the_users_alone_and_goes_with_the_server(home: Path, server: Server) -> None:
     mode = server.socket.stat().st_mode
     assert stat.S_ISSOCK(mode) and stat.S_IMODE(mode) == 0o600

@@ -232,12 +232,12 @@ async def test_a_jobs_error_text_reaches_only_its_author(
     streams = {who: (await client.get(f"/api/submissions/{submission_id}/events", headers=h)).text
                for who, h in others.items()}
     for who, headers in others.items():
-        assert '"status": "failed"' in streams[who] and secret not in streams[who], who
+        assert '"state": "errored"' in streams[who] and secret not in streams[who], who
         for path in (f"/api/submissions/{submission_id}", f"/submissions/{submission_id}"):
             response = await client.get(path, headers=headers)
             assert response.status_code == 200 and secret not in response.text, (who, path)
         seen = (await client.get(f"/api/submissions/{submission_id}", headers=headers)).json()
-        assert seen["jobs"][0]["error"] is None and seen["jobs"][0]["status"] == "failed"
+        assert seen["jobs"][0]["error"] is None and seen["jobs"][0]["state"] == "errored"
     assert secret not in json.dumps(await _get_submission(client, tokens.bob, submission_id))
     own = (await client.get(f"/api/submissions/{submission_id}", headers=bearer(tokens.alice))).json()
     assert secret in own["jobs"][0]["error"]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -49,7 +50,7 @@ def test_a_remote_submission_is_followed_to_its_report_and_exits_zero(tmp_path: 
                      KERNELCUP_TOKEN=token_for(server.app, ALICE))
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"Submission #\d+ \(test\) of kernel.py accepted", done.stdout)
-    assert "[cpu] finished" in done.stdout  # the progress line, as in-process
+    assert "[cpu] completed" in done.stdout  # the progress line (the job's state), as in-process
     assert "[cpu] ✅ all tests passed" in done.stdout  # the core's report
 
 
@@ -81,3 +82,26 @@ def test_an_unreachable_server_exits_three_in_one_line(tmp_path: Path) -> None:
     assert done.returncode == 3
     assert "Cannot reach the kernelcup server at http://127.0.0.1:1" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_remote_json_is_the_apis_reply_and_leaderboard_means_ranked(tmp_path: Path, server: ServerThread) -> None:
+    assert server.app is not None
+    done = kernelcup(tmp_path, "--server", server.url, "submit", "--json", "--mode", "leaderboard", kernel(tmp_path),
+                     KERNELCUP_TOKEN=token_for(server.app, ALICE))
+    assert done.returncode == 0, done.stdout + done.stderr
+    document = json.loads(done.stdout)  # the report, as GET /api/submissions/{id}/report answers it
+    assert document["ok"] is True and isinstance(document["submission_id"], int)
+    assert f"Submission #{document['submission_id']}" in document["text"] and "(ranked)" in document["text"]
+    assert "[cpu] ✅ all tests passed" in document["text"]
+
+
+def test_remote_json_keeps_the_exit_codes(tmp_path: Path, server: ServerThread) -> None:
+    assert server.app is not None
+    refused = kernelcup(tmp_path, "--server", server.url, "admin", "pause", "--json",
+                        KERNELCUP_TOKEN=token_for(server.app, BOB))
+    assert refused.returncode == 1
+    assert json.loads(refused.stdout)["problem"] == {"kind": "forbidden", "retry_after_s": None}
+    unreachable = kernelcup(tmp_path, "--server", "http://127.0.0.1:1", "list", "--json", KERNELCUP_TOKEN="kc_x")
+    assert unreachable.returncode == 3
+    error = json.loads(unreachable.stdout)
+    assert error["kind"] == "unavailable" and error["detail"].startswith("Cannot reach the kernelcup server")

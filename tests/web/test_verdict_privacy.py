@@ -153,7 +153,7 @@ def test_the_api_shows_others_the_status_but_no_exception_text(run: Run, kind: s
             _assert_no_secret(response.text, (viewer, path))
         seen = _get(run, f"/api/submissions/{sid}", headers).json()
         job = seen["jobs"][0]
-        assert (seen["finished"], seen["passed"], job["status"]) == (True, False, "succeeded"), seen
+        assert (seen["finished"], seen["passed"], job["state"]) == (True, False, "completed"), seen
         # The public facts: which leaderboard, GPU and mode, and how the run ended.
         assert (seen["leaderboard"], job["gpu"], seen["mode"]) == ("identity", "cpu", "test")
         assert job["verdict"] == ("crashed" if kind == "raises" else "compile error"), job

@@ -36,7 +36,7 @@ function gpuTabs() {
 }
 
 function describe(job) {
-  if (job.finished) return (job.status || job.phase).replace("_", " ");
+  if (job.finished) return (job.state || job.phase).replace("_", " ");
   if (job.phase === "queued" && job.queue_position != null) return "queued, position " + job.queue_position;
   return job.total ? job.phase + " " + job.done + "/" + job.total : job.phase;
 }
