@@ -138,3 +138,9 @@ def test_help_shows_no_value_for_a_flag(tmp_path: Path) -> None:
         done = kernelcup(tmp_path, *command)
         assert done.returncode == 0 and "--help" in done.stdout
         assert "<bool>" not in done.stdout, done.stdout
+
+
+def test_the_console_chat_takes_the_mode_as_an_option_too(tmp_path: Path) -> None:
+    done = kernelcup(tmp_path, "serve", stdin=f"/leaderboard submit --mode test {SOLUTION}\n")
+    assert done.returncode == 0, done.stderr
+    assert "(test) of pytorch.py accepted" in done.stdout and "all 5 tests passed" in done.stdout
