@@ -14,6 +14,7 @@ from sqlalchemy import update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
+from kernelcup.core.access.membership import admit_by_role
 from kernelcup.core.access.permissions import allows, role_of
 from kernelcup.core.access.visibility import EVERYTHING, Sight
 from kernelcup.core.commands.catalog import find_command
@@ -208,6 +209,7 @@ class Kernelcup:
                 )
                 reply.problem = Problem("forbidden")
                 return reply
+            await asyncio.to_thread(self._admit_by_role, request)
             request.args = coerce_args(cmd, request.args)
             reply = await asyncio.to_thread(cmd.handler, self, request)
         except NeedsChoice as exc:
@@ -232,6 +234,11 @@ class Kernelcup:
         if reply.submission_id is not None:
             self.pipeline.wake()
         return reply
+
+    def _admit_by_role(self, request: Request) -> None:
+        """The actor joins each private leaderboard whose role list names them (membership)."""
+        with session_scope(self.engine) as session:
+            admit_by_role(session, request.actor)
 
     def cancel_jobs(self, job_ids: list[int]) -> None:
         """Called from a command's thread: cancellation itself runs on the event loop."""

@@ -25,6 +25,7 @@ from datetime import datetime
 
 from sqlmodel import Session, select
 
+from kernelcup.core.access.membership import PRIVATE, is_member
 from kernelcup.core.access.permissions import allows
 from kernelcup.core.config import Settings
 from kernelcup.core.leaderboards.catalog import missing_leaderboard, task_of
@@ -39,10 +40,13 @@ CODE_PUBLIC_KEY = "code_public_after_deadline"
 
 
 def may_see_board(board: Leaderboard, *, user_id: int | None, role: Role) -> bool:
-    """Public leaderboards for everyone; a hidden one for its creator and admins."""
-    return board.visibility == "public" or allows(role, Role.ADMIN) or (
+    """Public leaderboards for everyone; a hidden one for its creator and admins; a private one
+    for them and its members (kernelcup.core.access.membership), who alone may also enter it."""
+    if board.visibility == "public" or allows(role, Role.ADMIN) or (
         user_id is not None and board.creator_id == user_id
-    )
+    ):
+        return True
+    return board.visibility == PRIVATE and user_id is not None and is_member(board, user_id)
 
 
 def visible_leaderboard(session: Session, name: str, *, user_id: int | None, role: Role) -> Leaderboard:

@@ -62,7 +62,8 @@ class Leaderboard(SQLModel, table=True):
     lang: str = Field(default="py", max_length=8)
     deadline: datetime = Field(sa_type=UTCDateTime)  # tz-aware; a naive one is refused
     ranking_by: str = Field(default="geom", max_length=16)
-    visibility: str = Field(default="public", max_length=16)  # "public" or "hidden"
+    # "public"; "hidden" (its creator and admins); "private" (and its members: kernelcup.core.access.membership)
+    visibility: str = Field(default="public", max_length=16)
     task_json: str = Field(sa_column=Column(Text, nullable=False))  # the parsed task.yml
     # Combined with each case seed in ranked runs; never leaves the core except inside a job spec.
     secret_seed: int = Field(sa_column=Column(BigInteger, nullable=False))
@@ -78,6 +79,21 @@ class Leaderboard(SQLModel, table=True):
     closed_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     final_queued_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     final_done_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    # A private leaderboard's invite code (only its sha256; the code is shown once) and role list
+    # (space-separated entries as in the config's roles: identities, platform roles).
+    invite_code_sha256: str | None = Field(default=None, max_length=64)
+    member_roles: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=""))
+
+
+class LeaderboardMember(SQLModel, table=True):
+    """Who may see and enter a private leaderboard besides its creator and admins."""
+
+    __table_args__ = (UniqueConstraint("leaderboard_id", "user_id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    leaderboard_id: int = Field(foreign_key="leaderboard.id", ondelete="CASCADE")
+    user_id: int = Field(foreign_key="user.id", ondelete="CASCADE")
+    via: str = Field(max_length=16)  # "code" or "role"
+    joined_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
 
 
 class LeaderboardFile(SQLModel, table=True):
