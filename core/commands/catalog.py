@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import difflib
 
-from kernelcup.core.commands import admin, leaderboard, private, submit, tokens, withdraw  # noqa: F401  (registers them)
+from kernelcup.core.commands import admin, export, leaderboard, private, submit, tokens, withdraw  # noqa: F401 (registers)
 from kernelcup.core.commands.registry import REGISTRY, Command, registered
 from kernelcup.core.errors import UserError
 

@@ -52,6 +52,8 @@ class User(SQLModel, table=True):
     identity: str = Field(unique=True, index=True, max_length=200)
     display_name: str = Field(max_length=200)
     banned: bool = Field(default=False, index=True)  # ranking queries read the few banned ids
+    # Named in exported data sets (``publish-name on``); otherwise a pseudonym (kernelcup.core.export).
+    named_in_exports: bool = Field(default=False, sa_column_kwargs={"server_default": sa.false()})
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
 
 
