@@ -74,7 +74,7 @@ RANKED_PLAN = Plan(stats.StopRule(20, 20_000, 1.5, 0.005, 2 * RECORD_STEP_NS), 0
 # dropped) published whichever speed two processes happened to share, a whole gap apart between
 # jobs half the time. Three means put two jobs a whole gap apart in 1 job pair of 32 at equal
 # odds, two in 1 of 8. Rounds whose medians differ by more than ``ROUND_AGREEMENT`` get one more.
-RANKED_ROUNDS = 3
+RANKED_ROUNDS = stats.RANKED_ROUNDS  # in stats.py, which the harness imports before torch
 # A round this far from the median of its case's rounds ran in a slow spell of the machine (a
 # clock dip, a neighbour), not at a speed of its process, and is left out once there are three
 # to tell: wider than the processes' speeds apart (~1% on an H100), narrower than a spell.

@@ -37,6 +37,12 @@ if TYPE_CHECKING:
 # A fresh process is started only where its start-up leaves at least this share of the time
 # left for timing; otherwise the round runs in the current process (and the case says so).
 FRESH_MAX_SHARE = 0.5
+# Ranked rounds' processes start beside the first one (``Children.prestart``) where the machine
+# has this many cores: their start-ups (torch's import, the CUDA context: 4.4 s each on an H100)
+# then overlap the first process's and its tests instead of following one another between rounds.
+# ``KERNELCUP_HARNESS_PRESTART=0`` or ``=1`` decides outright.
+PRESTART_MIN_CPUS = 8
+PRESTART_ENV = "KERNELCUP_HARNESS_PRESTART"
 # A process (or a group of ranks, harness/multi_gpu.py) that died while starting is started again
 # only with at least this much of the job's time left.
 MIN_RESTART_S = 30.0
@@ -65,6 +71,13 @@ def may_start_again(ended: RunEnded, restarted: bool, left_s: float, needed_s: f
         and ended.status in (Status.CRASHED, Status.ERROR)
         and left_s >= max(needed_s, MIN_RESTART_S)
     )
+
+
+def prestart_wanted() -> bool:
+    told = os.environ.get(PRESTART_ENV, "")
+    if told in ("0", "1"):
+        return told == "1"
+    return (os.cpu_count() or 1) >= PRESTART_MIN_CPUS
 
 
 def started_again_note(what_was: str, restarts: list[str]) -> str:
@@ -146,6 +159,7 @@ class Children:
         self._load_sent = 0.0
         self._reported_startup_s = 0.0
         self.restarts: list[str] = []  # why a process was started again (``_started``)
+        self._waiting: dict[int, Child] = {}  # started ahead for a round (``prestart``), not yet used
 
     @property
     def current(self) -> Process:
@@ -196,10 +210,12 @@ class Children:
         left_s = self.deadline - time.monotonic()
         return may_start_again(ended, bool(self.restarts), left_s, self.startup_estimate() / FRESH_MAX_SHARE)
 
-    def start(self) -> Session:
+    def start(self, prestart_rounds: int = 0) -> Session:
         """The first process (the prepared one where it was started for this device), told its
-        job; :meth:`wait_ready` waits for it, so the harness can read the leaderboard meanwhile."""
+        job; :meth:`wait_ready` waits for it, so the harness can read the leaderboard meanwhile.
+        The processes of ``prestart_rounds`` rounds start beside it (:meth:`prestart`)."""
         process = self._spawn(0) if self.prepared.child is None else self._adopt(self.prepared.child, 0)
+        self.prestart(prestart_rounds)
         process, device = self._started(process)
         if not wanted(self.spec.device, device):  # a standby for another device
             self._end(process)
@@ -209,6 +225,19 @@ class Children:
         self._load_sent = time.monotonic()
         process.session.load(load_order(self.spec, self.workspace))
         return process.session
+
+    def prestart(self, rounds: int) -> None:
+        """Start the processes of rounds 1 to ``rounds`` now, while the first one starts and runs
+        the tests, never while a round is timed: each waits, started up and idle, until
+        :meth:`fresh` takes it and tells it to load the submission. Only where
+        :func:`prestart_wanted`."""
+        if not prestart_wanted():
+            return
+        for number in range(1, rounds + 1):
+            try:
+                self._waiting[number] = start_python_child(self.workspace, self.spec.device)
+            except OSError:
+                return  # :meth:`fresh` starts it then, and says why where that fails too
 
     def wait_ready(self) -> Session:
         session = self.session
@@ -234,7 +263,8 @@ class Children:
         self._end(self.current)
         earlier = "the tests and the earlier rounds" if round_number > 1 else "the tests"
         where = f"in a fresh process started for round {round_number} of the benchmarks ({earlier} ran in another)"
-        process = self._spawn(round_number)
+        waiting = self._waiting.pop(round_number, None)
+        process = self._adopt(waiting, round_number) if waiting is not None else self._spawn(round_number)
         try:
             process, _ = self._started(process)
             process.session.load(load_order(self.spec, self.workspace))
@@ -253,7 +283,7 @@ class Children:
             return
         try:
             process.session.exit()
-            process.child.finish()
+            process.child.finish(spare={child.popen.pid for child in self._waiting.values()})
             process.ended = True
         finally:
             process.session.close()
@@ -269,6 +299,12 @@ class Children:
                 self._end(process)
             except BaseException as exc:  # end the others all the same
                 error = error or exc
+        for child in self._waiting.values():  # started ahead for a round that never ran
+            try:
+                child.finish()
+            except BaseException as exc:
+                error = error or exc
+        self._waiting.clear()
         try:
             many = len(self.processes) > 1
             attach_process_outputs(

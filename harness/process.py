@@ -29,6 +29,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -762,13 +763,14 @@ class Child:
         except subprocess.TimeoutExpired:
             return None
 
-    def finish(self) -> None:
-        """Kill the child, its session and any orphan that came back to us; drain its output."""
+    def finish(self, spare: Collection[int] = ()) -> None:
+        """Kill the child, its session and any orphan that came back to us (but the processes
+        ``spare`` names: others of the job still waiting for their turn); drain its output."""
         if os.environ.get(PROFILE_ENV) == "1":  # a profiled child writes its profile as it exits
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.popen.wait(timeout=15)
         _kill_session(self.popen)
-        kill_adopted_children()
+        kill_adopted_children(spare)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.popen.wait(timeout=5)
         self.channel.close()
@@ -847,9 +849,12 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
-def kill_adopted_children() -> None:
-    """SIGKILL every process whose parent is the harness (orphans adopted as subreaper)."""
+def kill_adopted_children(spare: Collection[int] = ()) -> None:
+    """SIGKILL every process whose parent is the harness (orphans adopted as subreaper), but
+    those ``spare`` names."""
     for pid in children_of(os.getpid()):
+        if pid in spare:
+            continue
         try:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, os.WNOHANG)

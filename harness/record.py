@@ -118,6 +118,9 @@ class TorchRecord:
         self._enable(self._config, self._activities)
         self.on = True
 
+    def pause(self) -> None:
+        """Switched off already between orders."""
+
     def stop(self) -> tuple[list[Activity], list[Launch], bool]:
         """The record since :meth:`start`; the flag says whether the profiler was still on."""
         self.on = False
@@ -131,7 +134,7 @@ class TorchRecord:
 
 class CuptiRecord:
     """The record through CUPTI itself (``harness/cupti.py``): only the GPU's activities and
-    the runtime and driver calls, enabled around one order."""
+    the runtime and driver calls, enabled from the first order on, paused for the warm-up."""
 
     source = "cupti"
 
@@ -145,15 +148,16 @@ class CuptiRecord:
     def start(self) -> None:
         if self.on:
             return
-        self._cupti.enable()
-        self._cupti.take()  # what an earlier order left behind
+        if not self._cupti.enabled:
+            self._cupti.enable()
+        self._cupti.take()  # what came before this order
         self.on = True
 
     def stop(self) -> tuple[list[Activity], list[Launch], bool]:
-        """The record since :meth:`start`; the flag says whether CUPTI kept every record."""
+        """The record since :meth:`start`; the flag says whether CUPTI kept every record. The
+        record stays enabled for the next order (:meth:`pause` disables it)."""
         self.on = False
         gpu, calls = self._cupti.take()
-        self._cupti.disable()
         complete = self._cupti.dropped() == 0 and not self._cupti.misread
         launches: dict[int, Launch] = {}
         for call in calls:
@@ -172,6 +176,13 @@ class CuptiRecord:
                 )
             )
         return activities, sorted(launches.values(), key=lambda launch: launch.correlation), complete
+
+
+    def pause(self) -> None:
+        """Disable the record where no order needs it (the warm-up's untimed calls)."""
+        if self._cupti.enabled and not self.on:
+            self._cupti.disable()
+            self._cupti.take()
 
 
 GpuRecord = TorchRecord | CuptiRecord

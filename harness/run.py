@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kernelcup.harness import scoring
+from kernelcup.harness import scoring, stats
 from kernelcup.harness.children import Children, start_python_child, time_share
 from kernelcup.harness.evaluators import uses_own_evaluator
 from kernelcup.harness.process import Child, Identity, child_identity
@@ -181,7 +181,7 @@ def _run_python(
 ) -> None:
     children = Children(spec, workspace, prepared, deadline)
     try:
-        session = children.start()
+        session = children.start(stats.RANKED_ROUNDS if spec.mode is Mode.RANKED and spec.task.benchmarks else 0)
         from kernelcup.harness.problem import Problem, ProblemError
 
         try:

@@ -140,9 +140,12 @@ class CudaTimer:
         self._synchronize()  # closes it
         activities, launches, still_on = self._record.stop()
         call = record.judge(activities, launches, self._record.main_thread, still_on)
+        # A call that put nothing on this process's GPU record did its work elsewhere (on the
+        # host, or in another process through shared memory): the host clock is its only record.
+        spent = call.time_ns if call.activities else float(t2 - t1)
         return Reading(
             output,
-            call.time_ns + call.outside_ns,
+            spent + call.outside_ns,
             float(t2 - t1),
             outside_ns=call.outside_ns,
             idle_share=call.idle_share,
@@ -154,6 +157,7 @@ class CudaTimer:
 
     def wall_call(self, function: Callable[[Any], Any], data: Any) -> float:
         """Host time of one call to the end of its GPU work, with no record: the warm-up's measure."""
+        self._record.pause()
         self.flush_l2()
         start = self._now()
         function(data)

@@ -118,6 +118,23 @@ def measure(source: str) -> dict[str, Any]:
             reading = timer.time_call(add, small)
             overheads.append((time.perf_counter_ns() - begin - reading.host_ns) / 1000)
         out["order_overhead_us"] = {"median": statistics.median(overheads), "p90": sorted(overheads)[270]}
+    if out["source"] == "cupti":  # where an order's cost goes
+        cupti = timer._record._cupti  # type: ignore[union-attr]
+        flushes, switches = [], []
+        timer._record.start()
+        for _ in range(100):
+            add(small)
+            torch.cuda.synchronize()
+            begin = time.perf_counter_ns()
+            cupti.take()
+            flushes.append((time.perf_counter_ns() - begin) / 1000)
+        for _ in range(30):
+            begin = time.perf_counter_ns()
+            cupti.disable()
+            cupti.enable()
+            switches.append((time.perf_counter_ns() - begin) / 1000)
+        out["flush_us"] = statistics.median(flushes)
+        out["disable_enable_us"] = statistics.median(switches)
     return out
 
 
