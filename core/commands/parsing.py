@@ -74,6 +74,8 @@ def _param(cmd: Command, name: str) -> Param:
 
 def _put(args: dict[str, Any], param: Param, value: str) -> None:
     if param.many:
-        args.setdefault(param.name, []).extend(v for v in value.split(",") if v)
+        if args.get(param.name) is None:  # the CLI fills every parameter, unset ones with None
+            args[param.name] = []
+        args[param.name].extend(v for v in value.split(",") if v)
     else:
         args[param.name] = value
