@@ -257,7 +257,8 @@ def run(cmd: Command, args: dict[str, Any], as_json: bool = False) -> int:
 def files_folder(cmd: Command, args: dict[str, Any]) -> Path:
     """Where saved files go: a folder per leaderboard for a command that names one, so the task
     files of one leaderboard never replace another's."""
-    board = str(args.get("leaderboard") or "") if any(p.kind is Kind.LEADERBOARD for p in cmd.params) else ""
+    value = args.get("leaderboard") if any(p.kind is Kind.LEADERBOARD for p in cmd.params) else ""
+    board = "-".join(map(str, value)) if isinstance(value, list) else str(value or "")  # export names several
     name = Path(board).name
     return FILES_DIR / name if name and name not in (".", "..") else FILES_DIR
 
