@@ -3,7 +3,10 @@ test` cold (a new process; a fresh database, then an existing one), and `submit 
 running `kernelcup serve`, with the server's own time for it (the bot's warm path).
 
     python bench/cli_latency.py [--leaderboard FOLDER] [--solution FILE] [--runs 5] [--out FILE]
-                                [--baseline PYTHON:REPO]
+                                [--baseline PYTHON:REPO] [--ranked-runs N]
+
+``--ranked-runs`` also times N cold `submit ranked` runs on the existing database (issue #36's
+turnaround: at most 20 s on the GPU box for pmpp_v2 vectoradd's Triton solution).
 
 ``--baseline`` measures another kernelcup beside this one (the code before a change: a checkout
 and an interpreter that imports it rather than this one), run for run, so both see the same
@@ -66,6 +69,8 @@ def main() -> int:
     parser.add_argument("--baseline", metavar="PYTHON:REPO", help="also measure another kernelcup (e.g. a "
                         "checkout from before a change, and an interpreter that imports it), each run interleaved "
                         "with this one's so that both see the same load; it gets no server runs")
+    parser.add_argument("--ranked-runs", type=int, default=0,
+                        help="also time this many cold `submit ranked` runs (existing database)")
     parser.add_argument("--out", type=Path, help="also write the report (markdown) here")
     options = parser.parse_args()
     folder = options.leaderboard.resolve()
@@ -83,7 +88,7 @@ def main() -> int:
                 return 2
         for bench in benches:
             bench.compile_ahead()
-        report = measure(benches, options.runs, options.pause_s)
+        report = measure(benches, options.runs, options.pause_s, options.ranked_runs)
     finally:
         for bench in benches:
             bench.close()
@@ -93,7 +98,7 @@ def main() -> int:
     return 0
 
 
-def measure(benches: list[Bench], runs: int, pause_s: float) -> str:
+def measure(benches: list[Bench], runs: int, pause_s: float, ranked_runs: int = 0) -> str:
     """Every measurement, run after run, each run of each kernelcup in turn."""
     rows: dict[str, dict[str, list[float]]] = {}
     breakdowns: dict[str, list[dict[str, float]]] = {b.label: [] for b in benches}
@@ -122,6 +127,8 @@ def measure(benches: list[Bench], runs: int, pause_s: float) -> str:
          lambda b, i: b.submit(b.work / "first")[0])  # the build cache was emptied
     each("`submit test`, fresh database, source built before", runs, fresh_submit)
     each("`submit test`, existing database, source built before", runs, lambda b, i: b.submit(b.work / "submit0")[0])
+    each("`submit ranked`, existing database, source built before", ranked_runs,
+         lambda b, i: b.cli(b.work / "submit0", "submit", "ranked", str(b.solution), "--leaderboard", b.name)[0])
     beside, server_s, served = benches[-1].beside_server(runs, pause_s)
     breakdowns["the server's job"] = served
     rows["`submit test` beside a running `kernelcup serve` (handed to it)"] = {benches[-1].label: beside}

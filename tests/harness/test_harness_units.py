@@ -727,6 +727,29 @@ def test_warm_up_stops_after_two_calls_that_outlast_its_limit_and_batches_fast_o
     assert fast.calls >= 3 + 5 * 3, fast  # batches until three agree (or the limit)
 
 
+def test_warm_up_of_a_short_call_is_steady_once_it_jitters_by_less_than_the_floor() -> None:
+    """Batch medians of a ~40 µs call that move by 1.5 µs (3.75%) are steady (the 2 µs floor);
+    by 4 µs they are not, and the warm-up runs to its limit."""
+    from itertools import cycle
+
+    from kernelcup.harness import timing
+
+    class Scripted(timing.CpuTimer):
+        def __init__(self, times: list[float]) -> None:
+            super().__init__()
+            self._times = cycle(times)
+
+        def wall_call(self, function: Any, data: Any) -> float:
+            return next(self._times)
+
+    jitter = [40_000.0] * 5 + [41_500.0] * 5  # batch medians alternate 40.0 and 41.5 µs
+    steady = timing.warm_up(Scripted(jitter), lambda data: None, lambda: None, 0.0, 2.0)
+    assert steady.steady and steady.seconds < 1.0, steady
+    wide = [40_000.0] * 5 + [44_000.0] * 5
+    unsteady = timing.warm_up(Scripted(wide), lambda data: None, lambda: None, 0.0, 0.2)
+    assert not unsteady.steady and unsteady.seconds >= 0.2, unsteady
+
+
 def test_input_samples_travel_as_plain_data_and_tolerate_last_bit_noise() -> None:
     from kernelcup.harness import witness as w
 
