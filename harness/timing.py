@@ -12,7 +12,8 @@ thread, to the end of the last. One timed GPU call::
     record off; judge                   the call's span, other threads' work
 
 The host's launch time before the first activity is not timed (nothing ran on the GPU yet);
-gaps between activities are (the GPU waited on the host). Nothing is hidden by a sleep and
+gaps between activities are (the GPU waited on the host). A call that recorded no activity at
+all did its work elsewhere (the host, another process) and is timed by the host clock. Nothing is hidden by a sleep and
 nothing needs joining: a side stream's work is in the record like the default stream's.
 
 On the CPU the host clock is the only clock: a call's time is its host time.
