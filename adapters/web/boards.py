@@ -18,10 +18,11 @@ from kernelcup.adapters.web.settings import WebSettings
 from kernelcup.core.access.visibility import code_public_after_deadline, may_see_board
 from kernelcup.core.app import Kernelcup
 from kernelcup.core.leaderboards.catalog import runnable_gpus, task_of, templates_of, world_size_of
+from kernelcup.core.leaderboards.history import record_over_time
 from kernelcup.core.leaderboards.ranking import entry_counts, standings, tie_labels
 from kernelcup.core.store.db import as_utc, session_scope
-from kernelcup.core.store.models import BestScore, Leaderboard, Run, Submission, User
-from kernelcup.harness.spec import CaseResult, Mode, Result, SpecError
+from kernelcup.core.store.models import BestScore, Leaderboard, Run
+from kernelcup.harness.spec import CaseResult, Result, SpecError
 
 MAX_RANKING = 200
 
@@ -96,21 +97,8 @@ def history(app: Kernelcup, viewer: Viewer, name: str, gpu: str) -> list[History
         board = visible_board(session, viewer, name)
         assert board.id is not None
         (one,) = _chosen_gpus(session, board, gpu)
-        rows = session.exec(
-            select(Submission.created_at, Run.score, User.display_name, Run.submission_id)
-            .join(Submission, col(Submission.id) == col(Run.submission_id))
-            .join(User, col(User.id) == col(Run.user_id))
-            .where(col(Run.leaderboard_id) == board.id, col(Run.gpu) == one, col(Run.mode) == Mode.RANKED.value,
-                   col(Run.passed), col(Run.score).is_not(None), col(User.banned).is_(False),
-                   col(Submission.withdrawn_at).is_(None))
-            .order_by(col(Submission.created_at), col(Run.id))
-        ).all()
-        points: list[HistoryPoint] = []
-        for at, score, user_name, submission_id in rows:
-            if score is not None and (not points or score < points[-1].score_s):
-                points.append(HistoryPoint(at=as_utc(at), score_s=score, user_name=user_name,
-                                           submission_id=submission_id))
-        return points
+        return [HistoryPoint(at=p.at, score_s=p.score, user_name=p.user_name, submission_id=p.submission_id)
+                for p in record_over_time(session, board.id, one)]
 
 
 def _chosen_gpus(session: Session, board: Leaderboard, gpu: str | None) -> list[str]:

@@ -26,6 +26,7 @@ from kernelcup.core.access.permissions import allows
 from kernelcup.core.access.visibility import PUBLIC, Sight, may_see_board, may_see_submission, sight_of
 from kernelcup.core.app import Kernelcup
 from kernelcup.core.file_names import shown_file_name
+from kernelcup.core.leaderboards.history import user_scores
 from kernelcup.core.leaderboards.ranking import rank_of
 from kernelcup.core.pipeline.events import job_event, job_state
 from kernelcup.core.pipeline.report import format_seconds, submission_reply
@@ -167,18 +168,10 @@ def user_detail(app: Kernelcup, web: WebSettings, viewer: Viewer, user_id: int, 
 def user_progress(app: Kernelcup, viewer: Viewer, user_id: int) -> dict[tuple[str, str], list[tuple[Any, float]]]:
     """The user's passing ranked runs per (leaderboard, GPU), oldest first: their progress."""
     with session_scope(app.engine) as session:
-        rows = session.exec(
-            select(Leaderboard, Run.gpu, Submission.created_at, Run.score)
-            .join(Run, col(Run.leaderboard_id) == col(Leaderboard.id))
-            .join(Submission, col(Submission.id) == col(Run.submission_id))
-            .where(col(Run.user_id) == user_id, col(Run.mode) == Mode.RANKED.value, col(Run.passed),
-                   col(Run.score).is_not(None), col(Submission.withdrawn_at).is_(None))
-            .order_by(col(Submission.created_at))
-        ).all()
         out: dict[tuple[str, str], list[tuple[Any, float]]] = {}
-        for board, gpu, at, score in rows:
-            if score is not None and may_see_board(board, user_id=viewer.user_id, role=viewer.role):
-                out.setdefault((board.name, gpu), []).append((as_utc(at), score))
+        for one in user_scores(session, user_id):
+            if may_see_board(one.leaderboard, user_id=viewer.user_id, role=viewer.role):
+                out.setdefault((one.leaderboard.name, one.gpu), []).append((one.point.at, one.point.score))
         return out
 
 
