@@ -6,14 +6,14 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
-from sqlalchemy import column, insert, table, update
-from sqlmodel import SQLModel, col, select
+from sqlalchemy import MetaData, insert, update
+from sqlmodel import col, select
 
 from kernelcup.core.app import Kernelcup
 from kernelcup.core.messages import Request
 from kernelcup.core.pipeline.delivery import claim_report, owed_reports, report_delivered, set_reply_to
 from kernelcup.core.store.db import make_engine, session_scope, upgrade
-from kernelcup.core.store.models import Code, Job, JobStatus, Submission, User
+from kernelcup.core.store.models import Job, JobStatus, Submission
 from tests.core.conftest import BOB, NOW, finish, request, solution
 
 
@@ -104,35 +104,32 @@ async def test_processes_claiming_together_deliver_once(app: Kernelcup) -> None:
     assert sorted(wins) == [False] * 5 + [True]
 
 
-JOB_AT_0003 = table("job", *(column(c.name, c.type) for c in SQLModel.metadata.tables["job"].c if c.name != "turn"))
-LEADERBOARD_AT_0003 = table("leaderboard", *(column(c.name, c.type) for c in SQLModel.metadata.tables["leaderboard"].c
-                                              if c.name != "needs_cuda"))
-
-
 def test_the_upgrade_marks_reports_of_finished_submissions_delivered(blank_database_url: str) -> None:
     """Before revision 0004 every finished report was delivered live: none is delivered again."""
     upgrade(blank_database_url, "0003")
     engine = make_engine(blank_database_url)
     try:
+        # The tables as revision 0003 made them (read back from the database): the models'
+        # newer columns are not there yet.
+        at_0003 = MetaData()
+        at_0003.reflect(engine, only=["user", "code", "leaderboard", "submission", "job"])
+        tables = at_0003.tables
         with session_scope(engine) as session:
-            user = User(identity="discord:1", display_name="one")
-            session.add_all([user, Code(sha256="0" * 64, content="x")])
-            session.flush()
-            # Only the columns revision 0003 had, as for the jobs below.
-            board_id = session.execute(insert(LEADERBOARD_AT_0003).values(
+            user_id = session.execute(insert(tables["user"]).values(
+                identity="discord:1", display_name="one", banned=False, created_at=NOW,
+            ).returning(tables["user"].c.id)).scalar_one()
+            session.execute(insert(tables["code"]).values(sha256="0" * 64, content="x"))
+            board_id = session.execute(insert(tables["leaderboard"]).values(
                 name="b", description="", lang="py", deadline=NOW, ranking_by="geom", visibility="public",
                 task_json="{}", secret_seed=1, paused=False, created_at=NOW,
-            ).returning(LEADERBOARD_AT_0003.c.id)).scalar_one()
-            assert user.id is not None
+            ).returning(tables["leaderboard"].c.id)).scalar_one()
             for status in (JobStatus.SUCCEEDED, JobStatus.RUNNING):
-                submission = Submission(leaderboard_id=board_id, user_id=user.id, code_sha256="0" * 64,
-                                        file_name="k.py", mode="test", reply_to="discord:1/2/3", created_at=NOW)
-                session.add(submission)
-                session.flush()
-                assert submission.id is not None
-                # Only the columns revision 0003 had: the model's newer ones are not there yet.
-                session.execute(insert(JOB_AT_0003).values(
-                    submission_id=submission.id, gpu="cpu", runner="local", status=status, attempts=0,
+                submission_id = session.execute(insert(tables["submission"]).values(
+                    leaderboard_id=board_id, user_id=user_id, code_sha256="0" * 64, file_name="k.py", mode="test",
+                    reply_to="discord:1/2/3", created_at=NOW,
+                ).returning(tables["submission"].c.id)).scalar_one()
+                session.execute(insert(tables["job"]).values(
+                    submission_id=submission_id, gpu="cpu", runner="local", status=status.value, attempts=0,
                     queued_at=NOW, finished_at=NOW + timedelta(minutes=1) if status.finished else None))
         upgrade(blank_database_url)
         with session_scope(engine) as session:
