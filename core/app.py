@@ -17,6 +17,8 @@ from sqlmodel import Session, col
 from kernelcup.core.access.membership import admit_by_role
 from kernelcup.core.access.permissions import allows, role_of
 from kernelcup.core.access.visibility import EVERYTHING, Sight
+from kernelcup.core.charts import charts_on, history_images
+from kernelcup.core.charts.plots import HistoryPlot, submission_history_plots
 from kernelcup.core.commands.catalog import find_command
 from kernelcup.core.commands.completion import complete
 from kernelcup.core.commands.registry import Kind, coerce_args
@@ -250,13 +252,20 @@ class Kernelcup:
         """Autocomplete for a parameter of that kind (leaderboards, GPUs)."""
         return await asyncio.to_thread(complete, self.engine, self.settings, kind, prefix, args or {})
 
-    async def submission_report(self, submission_id: int, sight: Sight = EVERYTHING) -> Reply:
+    async def submission_report(self, submission_id: int, sight: Sight = EVERYTHING, *,
+                                pictures: bool = False) -> Reply:
         """The report of a submission: by default its author's (what a submission's own
         conversation ends with); ``sight`` (``kernelcup.core.access.visibility.sight_of``) for
-        anyone else."""
+        anyone else. With ``pictures`` (an adapter that shows them), a ranked submission's report
+        ends with its history against the leader, a chart per GPU (``kernelcup.core.charts``)."""
         def build() -> Reply:
+            plots: list[HistoryPlot] = []
             with session_scope(self.engine) as session:
-                return submission_reply(session, submission_id, sight)
+                reply = submission_reply(session, submission_id, sight)
+                if pictures and charts_on():
+                    plots = submission_history_plots(session, submission_id)
+            reply.blocks.extend(history_images(plots))  # drawn in this worker thread
+            return reply
 
         return await asyncio.to_thread(build)
 

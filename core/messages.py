@@ -36,6 +36,9 @@ class Request:
     # Set only by the terminal on the bot's own machine (embedded or handed over its socket): a
     # folder argument may then be a path here. Never from an identity: a token may be console:'s.
     from_this_machine: bool = False
+    # Set by an adapter that shows pictures (Discord, Slack): replies may then carry charts as
+    # Image blocks (``kernelcup.core.charts``); elsewhere they stay text and tables.
+    pictures: bool = False
 
 
 @dataclass(frozen=True)

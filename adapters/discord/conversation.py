@@ -191,7 +191,7 @@ class Conversations:
                 args[param.name] = value
         where = Origin(interaction.guild_id, interaction.channel_id) if interaction.channel_id else None
         return Request(actor=actor_of(interaction.user), command=cmd.name, args=args, attachments=attachments,
-                       reply_to=where.reply_to if where else None)
+                       reply_to=where.reply_to if where else None, pictures=True)
 
     async def _download(self, attachment: discord.Attachment, param: Any) -> Attachment:
         limit = MAX_BUNDLE_BYTES if param.kind is Kind.FOLDER else self.settings.limits.max_file_bytes

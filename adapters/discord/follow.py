@@ -101,7 +101,7 @@ class SubmissionFollower:
             return
         if live.message_id is None:  # never posted (the bot stopped first): the details need it
             await live.edit(progress_embed(submission_id, header, jobs.values()))
-        report = await self.app.submission_report(submission_id)
+        report = await self.app.submission_report(submission_id, pictures=True)
         where = await self._post_details(live, submission_id, [b for b in report.blocks if not _is_title(b)])
         await edit_final(live, final_embed(submission_id, report, where), submission_id)
         log.info("submission delivered", submission_id=submission_id, message_id=live.message_id,

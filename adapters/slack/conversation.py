@@ -72,6 +72,7 @@ class Conversation:
         """The whole answer to one request; never raises (the bot keeps serving)."""
         try:
             request.reply_to = destination.reply_to
+            request.pictures = True  # charts go into the message's thread as files
             reply = await self.app.handle(request)
             if reply.choices and "gpu" in reply.choices:
                 await self.offer_gpus(request, destination, reply, reply.choices["gpu"])
@@ -202,7 +203,7 @@ class Conversation:
             if not await asyncio.to_thread(claim_report, self.app.engine, submission_id, self.app.now()):
                 log.info("submission delivered by another process", submission_id=submission_id)
                 return
-            report = await self.app.submission_report(submission_id)
+            report = await self.app.submission_report(submission_id, pictures=True)
             final = render(report, max_chars=self.max_chars, tables_as_files=True,
                            file_prefix=f"submission-{submission_id}-")
             if final.files:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the store is imported by the handlers as they run: the regi
 
 LEADERBOARD = Param("leaderboard", Kind.LEADERBOARD, "leaderboard name", required=True, positional=True)
 MAX_BUNDLE_BYTES = 8 * 1024 * 1024
+MAX_RANKING_CHARTS = 4  # pictures `show` attaches, one per GPU: a chat message holds a few
 
 
 @command("help", "list the commands, or explain one", Param("topic", Kind.TEXT, "a command", positional=True))
@@ -93,6 +94,8 @@ def list_command(app: CommandContext, request: Request) -> Reply:
     Param("offset", Kind.INT, "skip this many entries", default=0),
 )
 def show_command(app: CommandContext, request: Request) -> Reply:
+    from kernelcup.core.charts import charts_on, ranking_images
+    from kernelcup.core.charts.plots import RankingPlot, ranking_plot
     from kernelcup.core.leaderboards.catalog import multi_gpu_note, runnable_gpus
     from kernelcup.core.leaderboards.ranking import standings, tie_labels
     from kernelcup.core.pipeline.report import format_seconds
@@ -116,11 +119,13 @@ def show_command(app: CommandContext, request: Request) -> Reply:
                  f"({relative(deadline, now)})", style="title")
         ]
         limit = max(1, min(int(request.args["limit"]), 200))
+        plots: list[tuple[str, RankingPlot]] = []
         for gpu in gpus:
             entries = standings(session, board.id, gpu, limit=limit, offset=max(0, request.args["offset"]))
             if not entries:
                 blocks.append(Text(f"{gpu}: no ranked entries yet.", style="hint"))
                 continue
+            plots.append((f"{board.name}-{gpu}-ranking.png", ranking_plot(f"{board.name} on {gpu}", entries)))
             labels = tie_labels(entries)
             rows = tuple(
                 (label, e.user_name, format_seconds(e.score), noise_of(e), f"#{e.submission_id}",
@@ -131,6 +136,8 @@ def show_command(app: CommandContext, request: Request) -> Reply:
             blocks.append(Table(header, rows, title=gpu))
             if any(label.endswith("=") for label in labels):
                 blocks.append(Text("n= : tied within noise (their scores' noise ranges meet).", style="hint"))
+    if request.pictures and charts_on():  # drawn after the session is given back
+        blocks.extend(ranking_images(plots[:MAX_RANKING_CHARTS]))
     return Reply(blocks)
 
 

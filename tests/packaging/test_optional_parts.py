@@ -20,7 +20,8 @@ from kernelcup.core.config import load_settings
 from kernelcup.core.plugins import ADAPTERS, RUNNERS, build_adapters, install_hint, load_runners
 
 ROOT = Path(__file__).resolve().parents[2]
-OPTIONAL = ("discord", "slack_bolt", "aiohttp", "fastapi", "uvicorn", "jinja2", "multipart", "httpx", "modal")
+OPTIONAL = ("discord", "slack_bolt", "aiohttp", "fastapi", "uvicorn", "jinja2", "multipart", "httpx", "modal",
+            "matplotlib")
 
 
 def install_plugin(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
