@@ -57,6 +57,11 @@ def build(folder: Path) -> None:
             spec = importlib.util.find_spec(name)
             if spec is not None and spec.origin:
                 compileall.compile_dir(Path(spec.origin).parent, quiet=2, workers=min(4, os.cpu_count() or 1))
+    # Nothing is written after this: a module first imported later (an exit hook of torch's or
+    # Triton's) would land in the folder after its manifest, fail every check, and have each
+    # runner build the folder again on every command.
+    sys.dont_write_bytecode = True
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     for root, dirs, files in os.walk(folder):
         for entry in dirs:
             os.chmod(os.path.join(root, entry), 0o755)
@@ -167,7 +172,8 @@ def main(argv: list[str]) -> int:
         print(f"{folder} is not empty", file=sys.stderr)
         return 2
     build(folder)
-    return 0
+    sys.stdout.flush()
+    os._exit(0)  # no interpreter shutdown: its exit hooks import, and the folder is complete
 
 
 if __name__ == "__main__":
