@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import sys
+from typing import Any
 
 import pytest
 from matplotlib.image import imread
@@ -27,7 +28,7 @@ async def _ranked_by(app: Kernelcup, identity: str, name: str) -> None:
     [_ async for _ in app.follow(reply.submission_id)]
 
 
-async def _show(fake: FakeDiscord, send: Send) -> tuple[dict[str, bytes], list[dict[str, object]]]:
+async def _show(fake: FakeDiscord, send: Send) -> tuple[dict[str, bytes], list[dict[str, Any]]]:
     payload = slash(fake, "leaderboard", "show", leaderboard="identity")
     send(payload)
     shown = await callback(fake, payload)
