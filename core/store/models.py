@@ -296,3 +296,13 @@ class WebSession(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     expires_at: datetime = Field(sa_type=UTCDateTime)
     ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
+class WebhookDelivery(SQLModel, table=True):
+    """A webhook delivery already acted on (kernelcup.core.store.webhooks): a platform that
+    delivers one twice (a retry, a redelivery from its settings page) gets it run once, across
+    restarts too."""
+
+    source: str = Field(primary_key=True, max_length=100)  # e.g. "github"
+    delivery_id: str = Field(primary_key=True, max_length=200)  # the platform's id of the delivery
+    received_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, index=True)
