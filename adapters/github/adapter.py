@@ -111,7 +111,8 @@ class GitHubAdapter:
         delivery = request.headers.get("X-GitHub-Delivery", "")
         event = request.headers.get("X-GitHub-Event", "")
         if not verified(self.github.webhook_secret, body, request.headers.get(HEADER)):
-            log.warning("github: delivery refused: bad or missing signature", delivery=delivery, event=event,
+            log.warning("github: delivery refused: bad or missing signature", delivery=delivery,
+                        github_event=event,
                         client=request.client.host if request.client else None)
             return JSONResponse({"error": "bad signature"}, status_code=401)
         if len(body) > MAX_BODY or not delivery:
@@ -124,7 +125,7 @@ class GitHubAdapter:
             return JSONResponse({"ok": True, "pong": True})
         engine, now = self.app.engine, self.app.now()
         if not await asyncio.to_thread(first_delivery, engine, SOURCE, delivery, now):
-            log.info("github: repeated delivery ignored", delivery=delivery, event=event)
+            log.info("github: repeated delivery ignored", delivery=delivery, github_event=event)
             return JSONResponse({"ok": True, "repeated": True})
         self.spawn(self.events.dispatch(event, payload))
         return JSONResponse({"ok": True}, status_code=202)
