@@ -25,6 +25,7 @@ from kernelcup.core.roles import Role
 log = structlog.get_logger("kernelcup.github")
 PREFIX = "/kernelcup"
 APPROVE = "approve"
+PRIVATE_COMMANDS = ("token",)  # its answer is a secret: never run where the answer would be public
 RUN_ACTIONS = ("opened", "synchronize", "reopened")
 _LINE = re.compile(rf"^\s*{re.escape(PREFIX)}(?:\s+(?P<rest>.*))?$", re.MULTILINE)
 
@@ -91,6 +92,10 @@ class Events:
             await self.submit(pr, commenter, line, args)
             return
         cmd = find_command(name)
+        if name in PRIVATE_COMMANDS:
+            await self.reply(pr, commenter, line, Reply.error(
+                f"{name} answers only you, and a comment is public.", "Ask it on the web pages or in a chat.").blocks)
+            return
         if any(p.kind in (Kind.FILE, Kind.FOLDER) and p.required for p in cmd.params):
             await self.reply(pr, commenter, line, Reply.error(
                 f"{name} takes files, which a comment cannot carry.", "Use the terminal or the web API.").blocks)

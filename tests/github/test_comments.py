@@ -72,3 +72,12 @@ async def test_someone_else_may_not_submit_the_authors_file(start) -> None:
     await github.settle()
     [comment] = github.fake.comments_on(7)
     assert "Only @alice" in comment.body and github.runner.specs == []
+
+
+async def test_token_is_never_answered_in_a_public_comment(start) -> None:
+    github = await start()
+    pull = opened(github)
+    await github.deliver("issue_comment", comment_event(pull, "/kernelcup token", "alice"))
+    await github.settle()
+    [comment] = github.fake.comments_on(7)
+    assert "a comment is public" in comment.body and "kc_" not in comment.body

@@ -38,3 +38,11 @@ def test_settings_come_from_the_section_and_the_environment() -> None:
     base = load_settings(env={"KERNELCUP_GITHUB__FOLDER": "kernels/", "KERNELCUP_GITHUB__GPUS": "H100 H200"})
     github = GitHubSettings.load(base, {"GITHUB_WEBHOOK_SECRET": "s", "GITHUB_BOT_TOKEN": "t"})
     assert (github.folder, github.gpus, github.fork_approval) == ("kernels", ("H100", "H200"), True)
+
+
+def test_serve_finds_the_adapter_through_its_entry_point() -> None:
+    from kernelcup.core.plugins import load_adapters
+
+    factory = load_adapters()["github"]
+    assert factory.configured({"GITHUB_WEBHOOK_SECRET": "s", "GITHUB_BOT_TOKEN": "t"})
+    assert not factory.configured({"GITHUB_TOKEN": "the runner's, not ours"})
