@@ -85,12 +85,12 @@ class Conversation:
             Output(f"Submitting {sub.name}", f"`{sub.path}` at {pr.head_sha[:7]}, {mode} mode"))
         first = [Text(f"Submitting `{sub.path}` at {pr.head_sha[:7]} ({mode})…", style="hint")]
         comment_id = await self.upsert_comment(pr, key, marker(key) + "\n" + render(first))
-        origin = Origin(pr.repo, pr.number, check_id, comment_id)
+        origin = Origin(pr.repo, pr.number, check_id, comment_id, key)
         try:
             content = await self.api.content(pr.head_repo, sub.path, pr.head_sha)
         except GitHubApiError as exc:
             log.warning("could not read a submission", path=sub.path, error=str(exc))
-            await self.refused(origin, key, Reply.error(f"Could not read {sub.path} at {pr.head_sha[:7]}.",
+            await self.refused(origin, Reply.error(f"Could not read {sub.path} at {pr.head_sha[:7]}.",
                                                         "Push again, or ask a maintainer to look at the log."))
             return
         args: dict[str, Any] = {"mode": mode, "leaderboard": sub.leaderboard, "gpu": gpus or None}
@@ -102,13 +102,13 @@ class Conversation:
             request.args = {**args, "gpu": fallback}
             reply = await self.app.handle(request)
         if reply.submission_id is None:
-            await self.refused(origin, key, reply, "action_required" if reply.choices else "failure",
+            await self.refused(origin, reply, "action_required" if reply.choices else "failure",
                                pr.html_url)
             return
         where = Text(f"`{sub.path}` at {pr.head_sha[:7]}", style="hint")
-        await self.follow(origin, key, reply.submission_id, reply.blocks, heading=[where])
+        await self.follow(origin, reply.submission_id, reply.blocks, heading=[where])
 
-    async def refused(self, origin: Origin, key: str, reply: Reply, conclusion: str = "failure",
+    async def refused(self, origin: Origin, reply: Reply, conclusion: str = "failure",
                       details_url: str | None = None) -> None:
         lines = [b for b in reply.blocks if isinstance(b, Text)]
         title = lines[0].text if lines else "Refused"
@@ -116,17 +116,17 @@ class Conversation:
         try:
             await self.api.update_check(origin.repo, origin.check_id, Output(title[:250], body),
                                         conclusion=conclusion)
-            await self.api.update_comment(origin.repo, origin.comment_id, marker(key) + "\n" + body)
+            await self.api.update_comment(origin.repo, origin.comment_id, marker(origin.key) + "\n" + body)
         except GitHubApiError as exc:
             log.warning("could not say why a submission was refused", error=str(exc), status=exc.status)
 
-    async def follow(self, origin: Origin, key: str, submission_id: int, intro: list[Block],
+    async def follow(self, origin: Origin, submission_id: int, intro: list[Block],
                      heading: list[Block] | None = None) -> None:
         """Progress until every job has ended, then the report, if this process claims it;
         ``heading`` (which file at which commit) tops the comment throughout."""
         heading = heading or []
         self.followed.add(submission_id)
-        live = LiveReply(self.api, origin, key, self.github.update_interval_s, self.github.max_log_chars)
+        live = LiveReply(self.api, origin, self.github.update_interval_s, self.github.max_log_chars)
         try:
             events: dict[int, JobEvent] = {}
             async for event in self.app.follow(submission_id):
@@ -157,7 +157,7 @@ class Conversation:
             report = await self.app.submission_report(submission_id)
             intro: list[Block] = [b for b in report.blocks if isinstance(b, Text) and b.style == "title"]
             intro.append(Text(RESUMED_NOTE, style="hint"))
-            await self.follow(origin, f"resumed:{submission_id}", submission_id, intro)
+            await self.follow(origin, submission_id, intro)
         finally:
             self.followed.discard(submission_id)
 

@@ -26,10 +26,9 @@ def marker(key: str) -> str:
 
 
 class LiveReply:
-    def __init__(self, api: GitHubApi, origin: Origin, key: str, interval_s: float, max_log_chars: int) -> None:
+    def __init__(self, api: GitHubApi, origin: Origin, interval_s: float, max_log_chars: int) -> None:
         self.api = api
         self.origin = origin
-        self.key = key
         self.interval_s = interval_s
         self.max_log_chars = max_log_chars
         self._latest: list[Block] | None = None
@@ -58,7 +57,7 @@ class LiveReply:
             await self._task
 
     def body(self, blocks: list[Block]) -> str:
-        return marker(self.key) + "\n" + render(blocks, max_log_chars=self.max_log_chars)
+        return marker(self.origin.key) + "\n" + render(blocks, max_log_chars=self.max_log_chars)
 
     async def _pump(self) -> None:
         while not self._closing.is_set():
