@@ -239,6 +239,10 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
         except Exception as exc:
             channel.send({"msg": "internal_error", "error": f"rank {rank} could not join its group: {exc}"})
             return 0
+    from kernelcup.harness.integrity import Watch
+
+    # What the submission must leave as it is.
+    watch = Watch.before_submission(workdir, {"the problem": problem, "the timer": timer, "the samples": witnesses})
     channel.send({"msg": "loading"})
     kernel = _load_submission(channel, workdir / submission_file)
     if kernel is None:
@@ -265,11 +269,19 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
     def announce_call() -> None:
         channel.send({"msg": "calling"})
 
+    def intact() -> None:
+        changed = watch.changed()
+        if changed:
+            raise _Tampered(changed)
+
     def generate(message: dict[str, Any]) -> Any:
+        intact()
         try:
-            return problem.generate(dict(message["kwargs"]), device_name)
+            data = problem.generate(dict(message["kwargs"]), device_name)
         except Exception as exc:
             raise _ProblemFailure(f"generate_input failed: {type(exc).__name__}: {exc}") from exc
+        intact()
+        return data
 
     def ship(output: Any, data_print: Any, inputs: list[dict[str, Any]] | None = None) -> None:
         nonlocal staging, ipc_failed
@@ -375,6 +387,7 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
                 channel.send({"msg": "timed", **reading})
                 del data
             elif op == "ship":
+                intact()
                 if witnesses.changed(witness, kept):
                     channel.send({"msg": "bad_output", "error": LATE_WORK})
                 else:
@@ -384,6 +397,8 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
                 channel.send({"msg": "internal_error", "error": f"unknown op {op!r}"})
         except _ProblemFailure as exc:
             channel.send({"msg": "problem_error", "error": str(exc)})
+        except _Tampered as exc:
+            channel.send({"msg": "tampered", "error": str(exc)})
         except BaseException as exc:
             print(_format_exception(exc), file=sys.stderr)
             channel.send(
@@ -397,6 +412,10 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
 
 class _ProblemFailure(Exception):
     pass
+
+
+class _Tampered(Exception):
+    """The submission changed the harness's code in this process (``harness/integrity.py``)."""
 
 
 class LoadError(Exception):

@@ -16,6 +16,7 @@ reference process and every orphan the harness adopted.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
@@ -41,7 +42,7 @@ from kernelcup.harness.process import (
 )
 from kernelcup.harness.rank_child import read_counter
 from kernelcup.harness.spec import Status
-from kernelcup.harness.verdict import RunEnded, missing_package, needs_package
+from kernelcup.harness.verdict import TAMPERED, RunEnded, missing_package, needs_package
 from kernelcup.harness.workspace import Workspace
 
 MAX_PAYLOAD = 2 << 30
@@ -93,6 +94,8 @@ class Side:
     name: str
     channels: list[Channel]
     inbox: queue.Queue[tuple[int, dict[str, Any], bytes]] = field(default_factory=queue.Queue)
+    # A rank's next answer that came while the others' current ones were awaited (``gather``).
+    early: collections.deque[tuple[int, dict[str, Any], bytes]] = field(default_factory=collections.deque)
 
     def __post_init__(self) -> None:
         for rank, channel in enumerate(self.channels):
@@ -232,16 +235,25 @@ class RankGroup:
     def gather(self, side: Side, expected: tuple[str, ...]) -> list[tuple[dict[str, Any], bytes]]:
         """Every rank's next answer, of one of the ``expected`` kinds; the first failure ends the job."""
         answers: dict[int, tuple[dict[str, Any], bytes]] = {}
+        held: list[tuple[int, dict[str, Any], bytes]] = []
         while len(answers) < self.world_size:
             remaining = self.deadline - time.monotonic()
             try:
-                rank, message, payload = side.inbox.get(timeout=max(0.0, remaining))
+                rank, message, payload = side.early.popleft() if side.early else side.inbox.get(
+                    timeout=max(0.0, remaining)
+                )
             except queue.Empty:
                 self._timed_out(side, sorted(set(range(self.world_size)) - set(answers)))
             kind = str(message.get("msg"))
+            if rank in answers and kind not in (CLOSED, MALFORMED):
+                # A quick rank's next answer ("loading", then "ready" before a slow rank's
+                # "loading" came): kept, in its order, for the next gather.
+                held.append((rank, message, payload))
+                continue
             if kind not in expected:
                 self._fail(side, *self._root_cause(side, rank, message))
             answers[rank] = (message, payload)
+        side.early.extendleft(reversed(held))
         return [answers[rank] for rank in range(self.world_size)]
 
     def _root_cause(self, side: Side, rank: int, message: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -285,6 +297,8 @@ class RankGroup:
             raise RunEnded(Status.CRASHED, f"{where}: the submission {what} {self.activity}: {error}")
         if kind == "problem_error":
             self._leaderboard_failed(where, error)
+        if kind == "tampered":
+            raise RunEnded(Status.FAILED, f"{where}: {TAMPERED} {self.activity}: {error}")
         if kind == "no_device":
             raise RunEnded(Status.ERROR, f"{where}: {error} on this machine", repeats=True)
         if kind == "load_error":

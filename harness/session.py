@@ -20,7 +20,7 @@ from kernelcup.harness.channel import ChannelClosed, ChannelTimeout, Message, Pr
 from kernelcup.harness.process import Child, describe_exit, sandbox_failure
 from kernelcup.harness.sandbox import SETUP_FAILED
 from kernelcup.harness.spec import Status
-from kernelcup.harness.verdict import RunEnded, missing_package, needs_package
+from kernelcup.harness.verdict import TAMPERED, RunEnded, missing_package, needs_package
 from kernelcup.harness.witness import MAX_INPUT_TENSORS, Witness
 
 MAX_STAGING = 16 << 30
@@ -105,6 +105,8 @@ class Session:
             raise RunEnded(Status.CRASHED, f"the submission {what} {self.activity}: {error}")
         if kind == "problem_error":
             raise RunEnded(Status.ERROR, f"the leaderboard's code failed {self.activity}: {error}")
+        if kind == "tampered":
+            raise RunEnded(Status.FAILED, f"{TAMPERED} {self.activity}: {error}")
         if kind == "no_device":
             raise RunEnded(Status.ERROR, f"{error} on this machine", repeats=True)
         if kind == "internal_error":

@@ -58,3 +58,7 @@ def exception_in(stderr: str) -> str:
         return ""
     package = missing_package(lines[-1])
     return f": {needs_package(package)}" if package else f": {lines[-1][:300]}"
+
+
+# A child's "tampered" message (``harness/integrity.py``): the submission changed the harness's code.
+TAMPERED = "the submission changed the harness's own code in its process"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -113,9 +114,12 @@ def test_writing_to_the_harness_channel_fails_the_run(runs: dict[str, HarnessRun
 def test_replacing_generate_input_in_the_submission_process_is_caught(
     runs: dict[str, HarnessRun],
 ) -> None:
+    """Caught before the inputs are made: the leaderboard's module is watched
+    (``harness/integrity.py``); where only the Problem's own reference to it is replaced, the
+    inputs' fingerprint differs from the harness's."""
     result = runs["tamper_inputs"].outcome()
     assert result.status is Status.FAILED
-    assert "differ from the generated ones" in result.verdict
+    assert re.search(r"(reference\.generate_input|the problem\._generate) was replaced", result.verdict), result.verdict
 
 
 def test_monkey_patched_timers_do_not_change_the_measured_time() -> None:
@@ -130,19 +134,16 @@ def test_monkey_patched_timers_do_not_change_the_measured_time() -> None:
         assert case.median_ns > (1.8e6 if DEVICE == "cpu" else 500.0)
 
 
-def test_tampering_with_the_harness_timer_object_changes_nothing_it_is_not_caught_for() -> None:
-    """It slows the clock of the timer object it finds up the call stack tenfold. On the CPU
-    that clock is the time, and the harness's own clock catches the under-report; on a GPU the
-    call is marked in the record by CUPTI's ids, not a clock, and its time is its 30 ms sleep's
-    kernel only."""
+def test_tampering_with_the_harness_timer_object_fails_the_run() -> None:
+    """It slows the clock of the timer object it finds up the call stack tenfold. The child's
+    watch on its own objects catches the replaced clock before the next inputs are made
+    (``harness/integrity.py``); behind it, on the CPU, the harness's own clock would catch the
+    under-report (``benchmark._check_host_clock``), and on a GPU the record's ids, not a clock,
+    mark the call."""
     spec = leaderboard_spec(ADDMUL, submission("deep_timer_patch.py"), Mode.BENCHMARK, timeout_s=60)
     result = run_harness(spec).outcome()
-    if DEVICE == "cpu":
-        assert result.status is Status.FAILED
-        assert "timer tampering" in result.verdict
-    else:
-        assert result.status is Status.PASSED, result.verdict
-        assert all((case.median_ns or 0) < 1e6 for case in result.benchmarks)
+    assert result.status is Status.FAILED, result.verdict
+    assert "the timer._now was replaced" in result.verdict
 
 
 def test_an_output_written_after_the_call_returned_fails_a_timed_run() -> None:
@@ -160,12 +161,47 @@ def test_an_output_written_after_the_call_returned_fails_a_timed_run() -> None:
 
 def test_outputs_filled_while_the_inputs_are_generated_fail_a_timed_run() -> None:
     """The submission wraps the child's generator so the output buffer is filled while the
-    inputs are made (untimed), and its timed call does nothing. The child samples every input
-    tensor right after generating it; the harness compares its own copy when it checks a call."""
+    inputs are made (untimed), and its timed call does nothing. The child's watch on its own
+    code catches the wrapper; behind it, the samples of every input tensor taken right after
+    they are made would show the filled buffer when the harness checks a call."""
     prefill = submission("prefill_in_generate.py")
     result = run_harness(leaderboard_spec(ADDMUL, prefill, Mode.RANKED, timeout_s=90)).outcome()
     assert result.status is Status.FAILED, result.verdict
-    assert "timed call 1," in result.verdict and "differ from the generated ones in input tensor 2" in result.verdict
+    # Caught where the generator is replaced (harness/integrity.py), before the samples of the
+    # inputs would show the filled buffer.
+    assert "kernelcup.harness.problem.Problem.generate was replaced" in result.verdict
+
+
+@pytest.mark.parametrize(
+    ("how", "named"),
+    [("class", "kernelcup.harness.problem.Problem.generate"), ("instance", "the problem._generate")],
+)
+def test_answers_computed_while_the_inputs_are_made_fail_a_ranked_run(how: str, named: str) -> None:
+    """The submission wraps the child's generator (the class's method, or the problem object's
+    own reference to ``generate_input``) to compute each answer into a tensor of its own (no
+    input changes) and returns it from a call that does nothing: it ranked 1.96 µs against
+    honest code's 33.3 µs on the CPU before the child watched its own code
+    (``harness/integrity.py``)."""
+    cheat = submission("precompute_in_generate.py").replace("@HOW@", how)
+    result = run_harness(leaderboard_spec(ADDMUL, cheat, Mode.RANKED, timeout_s=90)).outcome()
+    assert result.status is Status.FAILED, result.verdict
+    assert "changed the harness's own code" in result.verdict
+    assert f"{named} was replaced" in result.verdict
+
+
+def test_a_torch_function_mode_left_installed_fails_the_run() -> None:
+    """A mode left on sees every torch call of the process, the input generator's included."""
+    spy = submission("global_function_mode.py")
+    result = run_harness(leaderboard_spec(ADDMUL, spy, Mode.BENCHMARK, timeout_s=90)).outcome()
+    assert result.status is Status.FAILED, result.verdict
+    assert "a torch function mode was left installed" in result.verdict
+
+
+def test_honest_torch_compile_leaves_nothing_the_watch_holds_against_it() -> None:
+    """Importing torch._dynamo replaces torch.manual_seed: the watch must not call that tampering."""
+    compiled = submission("compiled.py")
+    result = run_harness(leaderboard_spec(ADDMUL, compiled, Mode.BENCHMARK, timeout_s=240)).outcome()
+    assert result.status is Status.PASSED, result.verdict
 
 
 def _wait(check: Callable[[], bool], seconds: float) -> bool:

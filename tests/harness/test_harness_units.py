@@ -961,3 +961,38 @@ def test_a_host_bound_case_stops_once_its_interval_is_within_the_range_it_is_pub
     assert benchmark._timed_enough(calls(0.9), 40, now, rule, "cuda")
     assert not benchmark._timed_enough(calls(0.1), 40, now, rule, "cuda")
     assert not benchmark._timed_enough(calls(0.9), 40, now, rule, "cpu")  # on the CPU the host is all there is
+
+
+def test_the_host_clock_catches_a_cpu_timer_that_under_reports_every_call() -> None:
+    """Behind the child's watch on its own objects (harness/integrity.py): a clock slowed by
+    means the watch cannot see still reads every call far below what the harness's own clock
+    saw, and the fastest call the harness saw is held to the child's median."""
+    from kernelcup.harness import benchmark
+    from kernelcup.harness.session import Timed
+    from kernelcup.harness.verdict import RunEnded
+
+    slowed = [Timed(3_000_000.0, 3_000_000.0, 40_000_000.0, call_ns=30_000_000.0 + i) for i in range(20)]
+    with pytest.raises(RunEnded, match="timer tampering"):
+        benchmark._check_host_clock(slowed, "benchmark 1 of 1")
+    loaded = [Timed(3_000_000.0, 3_000_000.0, 40_000_000.0, call_ns=3_100_000.0 + 20e6 * (i % 2)) for i in range(20)]
+    benchmark._check_host_clock(loaded, "benchmark 1 of 1")  # some calls delayed, not all: no charge
+
+
+def test_a_quick_ranks_next_answer_waits_for_the_next_gather() -> None:
+    """Rank 1 says "loading" and "ready" before rank 0's "loading" comes: the first gather takes
+    both "loading"s, the next both "ready"s (a multi-GPU job on a loaded CI box failed with
+    "rank 1's process answered out of turn while starting (got 'ready')")."""
+    import time as clock
+
+    from kernelcup.harness.rank_group import RankGroup, Side
+
+    group = RankGroup.__new__(RankGroup)
+    group.world_size = 2
+    group.deadline = clock.monotonic() + 30
+    side = Side("ranks", [])
+    for rank, kind in ((1, "loading"), (1, "ready"), (0, "loading"), (0, "ready")):
+        side.inbox.put((rank, {"msg": kind, "rank": rank}, b""))
+    loading = group.gather(side, ("loading",))
+    ready = group.gather(side, ("ready",))
+    assert [m["msg"] for m, _ in loading] == ["loading", "loading"]
+    assert [(m["msg"], m["rank"]) for m, _ in ready] == [("ready", 0), ("ready", 1)]
