@@ -84,8 +84,8 @@ _BufferCompleted = ctypes.CFUNCTYPE(
 
 def find_library() -> str:
     """The libcupti this process already loaded (torch's), else the one beside torch's CUDA
-    libraries, else the system's. ``KERNELCUP_CUPTI_LIB`` names one outright."""
-    named = os.environ.get("KERNELCUP_CUPTI_LIB", "")
+    libraries, else the system's. ``KERNELCUP_HARNESS_CUPTI_LIB`` names one outright."""
+    named = os.environ.get("KERNELCUP_HARNESS_CUPTI_LIB", "")
     if named:
         return named
     try:
@@ -103,7 +103,7 @@ def find_library() -> str:
     found = ctypes.util.find_library("cupti")
     if found:
         return found
-    raise CuptiUnavailable("no libcupti found (torch's CUDA wheels ship one; KERNELCUP_CUPTI_LIB names another)")
+    raise CuptiUnavailable("no libcupti found (torch's CUDA wheels ship one; KERNELCUP_HARNESS_CUPTI_LIB names one)")
 
 
 def _nvidia_lib_folders() -> list[str]:

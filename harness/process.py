@@ -189,6 +189,8 @@ _INHERITED_ENV = (
     "TORCH_CUDA_ARCH_LIST",
     "CC",
     "CXX",
+    "KERNELCUP_HARNESS_RECORD",  # which source of the GPU's record the child reads (harness/record.py)
+    "KERNELCUP_HARNESS_CUPTI_LIB",  # the libcupti it loads (harness/cupti.py)
     "OMP_NUM_THREADS",
     WATCHDOG_ENV,
 )

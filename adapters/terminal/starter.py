@@ -36,6 +36,8 @@ ENVIRONMENT: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("MODAL_TOKEN_ID", "Modal credentials' id, for GPUs whose runner is modal (kernelcup[modal])"),
         ("MODAL_TOKEN_SECRET", "Modal credentials' secret"),
         ("GITHUB_TOKEN", "a token with Actions read/write on runners.github.repo (kernelcup[github])"),
+        ("GITHUB_WEBHOOK_SECRET", "the GitHub webhook's secret: pull requests and comments submit (kernelcup[github])"),
+        ("GITHUB_BOT_TOKEN", "the token the GitHub adapter posts check runs and comments with"),
         ("KERNELCUP_TOKEN", "your API token for `kernelcup --server URL ...` (from /leaderboard token)"),
     )),
     ("Settings: any key of config/kernelcup.yml also works as KERNELCUP_<KEY> or KERNELCUP_<SECTION>__<KEY>.", (
@@ -52,6 +54,9 @@ ENVIRONMENT: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ("KERNELCUP_HARNESS_BYTECODE", "off, on or auto: the harness's own bytecode for torch"),
         ("KERNELCUP_HARNESS_PROFILE", "1: run a job's processes under cProfile"),
         ("KERNELCUP_HARNESS_TRACE", "a file: every benchmark case's timed calls, one JSON line a case"),
+        ("KERNELCUP_HARNESS_RECORD", "cupti (default) or torch-profiler: what reads the GPU's record of a call"),
+        ("KERNELCUP_HARNESS_CUPTI_LIB", "a libcupti to load instead of the one torch loaded"),
+        ("KERNELCUP_HARNESS_PRESTART", "0 or 1: start ranked rounds' processes beside the first (default: 8+ cores)"),
         ("KERNELCUP_HARNESS_SANDBOX", "empty: the sandbox; own-uid; off: none (only for your own code)"),
         ("KERNELCUP_HARNESS_USER", "a user to run jobs as, instead of a uid of their own"),
         ("KERNELCUP_SANDBOX_UID_RANGE", "the uids jobs take, e.g. 2000000000-2000065535"),

@@ -996,3 +996,20 @@ def test_a_quick_ranks_next_answer_waits_for_the_next_gather() -> None:
     ready = group.gather(side, ("ready",))
     assert [m["msg"] for m, _ in loading] == ["loading", "loading"]
     assert [(m["msg"], m["rank"]) for m, _ in ready] == [("ready", 0), ("ready", 1)]
+
+
+def test_the_childs_environment_carries_the_operators_record_switches() -> None:
+    """KERNELCUP_HARNESS_RECORD and KERNELCUP_HARNESS_CUPTI_LIB are read in the submission's
+    process (harness/record.py, harness/cupti.py): its allow-listed environment keeps them."""
+    from pathlib import Path
+
+    from kernelcup.harness.process import child_environment
+
+    told = {"KERNELCUP_HARNESS_RECORD": "torch-profiler", "KERNELCUP_HARNESS_CUPTI_LIB": "/opt/libcupti.so.13"}
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in told.items():
+            patch.setenv(key, value)
+        patch.setenv("KERNELCUP_DATABASE_URL", "sqlite:////secret.db")
+        env = child_environment(Path("/tmp/home"), {})
+    assert {key: env.get(key) for key in told} == told
+    assert "KERNELCUP_DATABASE_URL" not in env
