@@ -29,7 +29,10 @@ from typing import Any
 
 
 def _watched(value: Any) -> bool:
-    return callable(value) or isinstance(value, type | types.ModuleType)
+    """Code, and the harness's own objects (the timer's record): never plain data, which the
+    harness itself changes (the timer's flush buffer, made on first use)."""
+    own = type(value).__module__.startswith("kernelcup.harness")
+    return own or callable(value) or isinstance(value, type | types.ModuleType)
 
 
 _code_of = operator.attrgetter("__code__")

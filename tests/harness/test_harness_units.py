@@ -1013,3 +1013,19 @@ def test_the_childs_environment_carries_the_operators_record_switches() -> None:
         env = child_environment(Path("/tmp/home"), {})
     assert {key: env.get(key) for key in told} == told
     assert "KERNELCUP_DATABASE_URL" not in env
+
+
+def test_the_watch_holds_the_harness_objects_it_relies_on_and_lets_plain_data_change(tmp_path: Any) -> None:
+    """A forged record object put in the timer's place is a change; the timer's flush buffer
+    made on first use (plain data) is not."""
+    from types import SimpleNamespace
+
+    from kernelcup.harness.integrity import Watch
+
+    holder = SimpleNamespace(record=Watch(), buffer=None, now=len)
+    watch = Watch.before_submission(tmp_path, {"the timer": holder})
+    assert watch.changed() == ""
+    holder.buffer = [1.0] * 4
+    assert watch.changed() == ""
+    holder.record = Watch()
+    assert watch.changed() == "the timer.record was replaced"
