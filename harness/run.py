@@ -223,6 +223,7 @@ def _run_python(
         if nvml is not None:
             result.system.sm_clock_mhz_after = nvml.sm_clock_mhz()
     finally:
+        result.system.notes = sorted({note for process in children.processes for note in process.session.notes})
         children.close(result)
 
 

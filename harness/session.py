@@ -61,6 +61,7 @@ class Session:
         self.activity = "while starting"
         self._staging: list[Any] = []  # every buffer lent out stays alive until the end
         self._ipc_broken = False
+        self.notes: list[str] = []  # the child's notices for the operator (``SystemInfo.notes``)
         self.info: dict[str, Any] = {}
         self.startup_s = 0.0  # the child's own start-up (torch, device, timer), as it measured it
         self.load_s = 0.0  # the child's load order to ready (the problem, the submission's import)
@@ -175,6 +176,11 @@ class Session:
                 return Shipped(None, None, str(message.get("error", "bad output"))[:600])
             if kind == "need_staging":
                 self._lend_staging(message.get("nbytes"))
+                continue
+            if kind == "notice":
+                text = str(message.get("text", ""))[:300]
+                if text and text not in self.notes:
+                    self.notes.append(text)
                 continue
             if kind != "output":
                 raise RunEnded(Status.FAILED, f"the submission's process answered out of turn {self.activity}")

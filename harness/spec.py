@@ -168,6 +168,9 @@ class SystemInfo:
     clock_limits: list[str] = field(default_factory=list)
     # Multi-GPU: which card ran which rank, in rank order (e.g. "rank 1: cuda:1 = card 3, NVIDIA H100").
     ranks: list[str] = field(default_factory=list)
+    # What the harness noticed of the machine, for its operator (e.g. outputs copied through the
+    # host where CUDA IPC is unavailable in the sandbox): never a verdict, never the contestant's stderr.
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass

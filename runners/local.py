@@ -386,6 +386,8 @@ class LocalRunner:
             if not self._one_shot:
                 await self._refill()  # after the job: at concurrency 1 it never starts beside a timed one
         if result is not None:
+            for note in result.system.notes:  # the machine's, not the submission's: for the operator
+                log.warning("harness note", note=note, job_id=context.job_id)
             return result
         if context.job_id in self._cancelled:
             self._cancelled.discard(context.job_id)

@@ -177,8 +177,8 @@ def run(report: Report, name: str, spec: JobSpec, env: dict[str, str] | None = N
     with (report.out / "runs.jsonl").open("a") as runs:
         line = {"name": safe, "wall_s": wall, "ended_unix": time.time(), "result": json.loads(outcome.result.to_json())}
         runs.write(json.dumps(line) + "\n")
-    if "CUDA IPC unavailable" in outcome.result.stderr:
-        report.notes.append(f"{name}: CUDA IPC was unavailable; outputs went through the host")
+    for note in outcome.result.system.notes:  # e.g. outputs copied through the host (no CUDA IPC)
+        report.notes.append(f"{name}: {note}")
     return outcome.result, wall
 
 

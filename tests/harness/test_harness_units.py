@@ -1029,3 +1029,28 @@ def test_the_watch_holds_the_harness_objects_it_relies_on_and_lets_plain_data_ch
     assert watch.changed() == ""
     holder.record = Watch()
     assert watch.changed() == "the timer.record was replaced"
+
+
+def test_a_notice_from_the_child_is_kept_for_the_operator_and_the_output_still_arrives() -> None:
+    """Where CUDA IPC fails in the sandbox the child copies its output through the host and says
+    so on the channel, not in the contestant's stderr; the harness keeps the note for the
+    result's ``system.notes`` (the local runner logs it) and reads the output that follows."""
+    import time as clock
+    from types import SimpleNamespace
+
+    from kernelcup.harness import transfer
+    from kernelcup.harness.session import Session
+
+    tree, tensors = transfer.flatten(torch.arange(4.0))
+    placements, payload = transfer.pack(tensors, None)
+    note = "outputs copied through the host: CUDA IPC unavailable (CUDA error 201)"
+    queued = [
+        ({"msg": "notice", "text": note}, b""),
+        ({"msg": "notice", "text": note}, b""),
+        ({"msg": "output", "tree": tree, "placements": placements, "fingerprint": None, "inputs": []}, payload),
+    ]
+    channel = SimpleNamespace(recv=lambda deadline, max_payload: queued.pop(0), send=lambda message: None)
+    session = Session(SimpleNamespace(channel=channel), clock.monotonic() + 30, 30.0, device="cpu")  # type: ignore[arg-type]
+    shipped = session.collect(1 << 20)
+    assert torch.equal(shipped.output, torch.arange(4.0))
+    assert session.notes == [note]
