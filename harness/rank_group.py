@@ -27,11 +27,11 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from kernelcup.harness.channel import Channel, ChannelClosed, ProtocolError
 from kernelcup.harness.process import (
+    IMPORT_ROOT,
     PYTHON_FLAGS,
     StreamCapture,
     _kill_session,
@@ -147,7 +147,8 @@ class RankGroup:
                 str(os.getpid()), self.device, str(rank), str(self.world_size), str(port),
                 str(self.workspace.harness_dir),
             ]
-            env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+            # The folder that holds the kernelcup package, a checkout or an installed copy alike.
+            env = {**os.environ, "PYTHONPATH": str(IMPORT_ROOT)}
             try:
                 popen = subprocess.Popen(
                     command, stdin=subprocess.DEVNULL, stdout=err_write, stderr=err_write, env=env,

@@ -30,22 +30,22 @@ Stdlib only (asyncio's unix sockets): no ``remote`` extra, no web framework.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import hashlib
 import json
 import os
 import stat
 from collections.abc import AsyncIterator
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernelcup.adapters.terminal.follow import show_progress
 from kernelcup.core.config import Settings
-from kernelcup.core.messages import Attachment, Block, Code, File, Image, Problem, ProgressBlock, Reply, Table, Text
+from kernelcup.core.messages import Attachment, Reply
 from kernelcup.core.pipeline.events import JobEvent
 from kernelcup.core.private_paths import GROUP_OR_OTHERS_WRITE, exposure, trusted_owner
+from kernelcup.core.wire import attachment_to_wire, reply_from_wire
 
 if TYPE_CHECKING:
     from kernelcup.adapters.terminal.output import Output
@@ -95,63 +95,8 @@ def database_identity(settings: Settings) -> str:
 # --- the wire ----------------------------------------------------------------------------------
 
 
-def reply_json(reply: Reply) -> dict[str, Any]:
-    return {
-        "blocks": [_block_json(block) for block in reply.blocks],
-        "ok": reply.ok,
-        "ephemeral": reply.ephemeral,
-        "submission_id": reply.submission_id,
-        "choices": reply.choices,
-        "problem": asdict(reply.problem) if reply.problem is not None else None,
-    }
-
-
-def reply_from_json(raw: dict[str, Any]) -> Reply:
-    problem = raw.get("problem")
-    return Reply(
-        blocks=[_block_from_json(block) for block in raw.get("blocks", [])],
-        ok=bool(raw.get("ok")),
-        ephemeral=bool(raw.get("ephemeral")),
-        submission_id=raw.get("submission_id"),
-        choices=raw.get("choices"),
-        problem=Problem(**problem) if isinstance(problem, dict) else None,
-    )
-
-
-def _block_json(block: Block) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": type(block).__name__}
-    for field in fields(block):
-        value = getattr(block, field.name)
-        out[field.name] = base64.b64encode(value).decode() if isinstance(value, bytes) else value
-    return out
-
-
-def _block_from_json(raw: dict[str, Any]) -> Block:
-    kind = raw.get("type")
-    if kind == "Table":
-        return Table(tuple(raw["columns"]), tuple(tuple(row) for row in raw["rows"]), raw.get("title", ""))
-    if kind == "Code":
-        return Code(raw["code"], raw.get("language", ""))
-    if kind == "File":
-        return File(raw["name"], base64.b64decode(raw["content"]), raw.get("description", ""))
-    if kind == "Image":
-        return Image(raw["name"], base64.b64decode(raw["png"]), raw.get("alt", ""))
-    if kind == "ProgressBlock":
-        return ProgressBlock(raw["job_id"], raw["gpu"], raw["phase"], raw.get("done", 0), raw.get("total", 0),
-                             raw.get("queue_position"))
-    return Text(str(raw.get("text", "")), raw.get("style", "plain"))
-
-
 def event_from_json(raw: dict[str, Any]) -> JobEvent:
     return JobEvent(**{k: v for k, v in raw.items() if k in _EVENT_FIELDS})
-
-
-def attachment_json(attachment: Attachment) -> dict[str, str]:
-    return {"name": attachment.name, "content": base64.b64encode(attachment.content).decode()}
-
-
-def attachment_from_json(raw: dict[str, Any]) -> Attachment:
-    return Attachment(str(raw["name"]), base64.b64decode(raw["content"]))
 
 
 def encode(message: dict[str, Any]) -> bytes:
@@ -213,7 +158,7 @@ async def hand_off(settings: Settings, command: str, args: dict[str, Any], attac
             return Handoff(None, f"the process listening at {path} runs as uid {listener}, another user;"
                                  " nothing was sent to it", refused=True)
         order = {"kernelcup_handoff": VERSION, "database": database_identity(settings), "command": command,
-                 "args": args, "attachments": [attachment_json(a) for a in attachments], "user": user}
+                 "args": args, "attachments": [attachment_to_wire(a) for a in attachments], "user": user}
         try:
             writer.write(encode(order))
             await writer.drain()
@@ -235,7 +180,7 @@ async def hand_off(settings: Settings, command: str, args: dict[str, Any], attac
 
 async def _follow(reader: asyncio.StreamReader, renderer: Output) -> int:
     """Render the server's answers; the exit status as the embedded path gives it."""
-    reply = reply_from_json((await _message(reader, "reply"))["reply"])
+    reply = reply_from_wire((await _message(reader, "reply"))["reply"])
     renderer.reply(reply)
     if reply.submission_id is None:
         return 0 if reply.ok else 1
@@ -245,7 +190,7 @@ async def _follow(reader: asyncio.StreamReader, renderer: Output) -> int:
         while True:
             message = await _message(reader, "progress", "report")
             if message["type"] == "report":
-                final.append(reply_from_json(message["reply"]))
+                final.append(reply_from_wire(message["reply"]))
                 return
             yield event_from_json(message["event"])
 

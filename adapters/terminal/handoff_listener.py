@@ -24,18 +24,17 @@ from rich.markup import escape
 
 from kernelcup.adapters.terminal.handoff import (
     VERSION,
-    attachment_from_json,
     database_identity,
     encode,
     line_limit,
     peer_uid,
-    reply_json,
     socket_path,
     uid_allowed,
 )
 from kernelcup.core.config import Settings
 from kernelcup.core.messages import Actor, Request
 from kernelcup.core.private_paths import GROUP_OR_OTHERS_ANY, Exposure, exposure
+from kernelcup.core.wire import attachment_from_wire, reply_to_wire
 
 if TYPE_CHECKING:
     from kernelcup.core.app import Kernelcup
@@ -145,12 +144,12 @@ class HandoffListener:
         # From a process of this machine's own user (the socket's owner checks): its paths are here.
         request = Request(actor=Actor(identity=f"console:{user}", display_name=user), command=str(order["command"]),
                           args=dict(order["args"]),
-                          attachments=[attachment_from_json(a) for a in order.get("attachments") or []],
+                          attachments=[attachment_from_wire(a) for a in order.get("attachments") or []],
                           from_this_machine=True)
         log.info("hand-off command", command=request.command, actor=request.actor.identity)
         began = time.monotonic()
         reply = await app.handle(request)
-        writer.write(encode({"type": "reply", "reply": reply_json(reply)}))
+        writer.write(encode({"type": "reply", "reply": reply_to_wire(reply)}))
         await writer.drain()
         if reply.submission_id is None:
             return
@@ -158,7 +157,7 @@ class HandoffListener:
             writer.write(encode({"type": "progress", "event": asdict(event)}))
             await writer.drain()
         report = await app.submission_report(reply.submission_id)
-        writer.write(encode({"type": "report", "reply": reply_json(report)}))
+        writer.write(encode({"type": "report", "reply": reply_to_wire(report)}))
         await writer.drain()
         # The bot's own time for the submission, from the order to the report (bench/cli_latency.py).
         log.info("hand-off submission done", submission_id=reply.submission_id,

@@ -19,6 +19,7 @@ from rich.console import Console
 
 from kernelcup.adapters.terminal.render import TerminalRenderer
 from kernelcup.core.messages import Reply
+from kernelcup.core.wire import reply_to_wire
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -94,14 +95,12 @@ class JsonOutput:
         return self._console
 
     def reply(self, reply: Reply) -> None:
-        from kernelcup.adapters.web.schemas import reply_out  # pydantic, only for --json
-
         self.choice = choice_of(reply) if self.asking else None
         self.held = reply
         self._submission_id = reply.submission_id or self._submission_id
-        shaped = reply_out(reply)
-        shaped.submission_id = shaped.submission_id or self._submission_id  # a report names its submission
-        self.document = shaped.model_dump(mode="json")
+        shaped = reply_to_wire(reply)
+        shaped["submission_id"] = shaped["submission_id"] or self._submission_id  # a report names its submission
+        self.document = shaped
 
     def fail(self, message: str, hint: str = "", kind: str = "unavailable") -> None:
         from kernelcup.adapters.web.schemas import ErrorOut

@@ -8,7 +8,6 @@ history). The terminal needs no web framework for this: only httpx.
 from __future__ import annotations
 
 import asyncio
-import base64
 import io
 import json
 import zipfile
@@ -23,8 +22,9 @@ import yaml
 from kernelcup.adapters.terminal.follow import show_progress
 from kernelcup.adapters.terminal.output import Output
 from kernelcup.core.commands.registry import Command, Kind
-from kernelcup.core.messages import Attachment, Block, Code, File, Image, Problem, ProgressBlock, Reply, Table, Text
+from kernelcup.core.messages import Attachment, Problem, Reply
 from kernelcup.core.pipeline.events import JobEvent
+from kernelcup.core.wire import attachment_to_wire, reply_from_wire
 
 RECONNECTS = 5  # a dropped event stream is reopened; the server restarts it from each job's state
 _EVENT_FIELDS = {f.name for f in fields(JobEvent)}
@@ -49,7 +49,7 @@ class RemoteKernelcup:
 
     async def handle(self, name: str, args: dict[str, Any], attachments: list[Attachment]) -> Reply:
         body: dict[str, Any] = {k: v for k, v in args.items() if v is not None and v != [] and v is not False}
-        body["attachments"] = [_attachment_json(a) for a in attachments]
+        body["attachments"] = [attachment_to_wire(a) for a in attachments]
         return reply_of(await self._send("POST", f"/api/commands/{name}", json=body))
 
     async def report(self, submission_id: int) -> Reply:
@@ -120,36 +120,7 @@ def reply_of(response: httpx.Response) -> Reply:
         refused.problem = Problem(str(body.get("kind") or "invalid")) if isinstance(body, dict) else None
         refused.choices = body.get("choices") if isinstance(body, dict) else None
         return refused
-    problem = body.get("problem")
-    return Reply(blocks=[_block(b) for b in body["blocks"]], ok=bool(body.get("ok")),
-                 ephemeral=bool(body.get("ephemeral")), submission_id=body.get("submission_id"),
-                 choices=body.get("choices"),
-                 problem=Problem(str(problem.get("kind")), problem.get("retry_after_s"))
-                 if isinstance(problem, dict) else None)
-
-
-def _block(raw: dict[str, Any]) -> Block:
-    kind = raw.get("type")
-    if kind == "table":
-        return Table(tuple(raw["columns"]), tuple(tuple(row) for row in raw["rows"]), raw.get("title", ""))
-    if kind == "code":
-        return Code(raw["code"], raw.get("language", ""))
-    if kind == "file":
-        content = raw["text"].encode() if raw.get("text") is not None else base64.b64decode(raw.get("base64") or "")
-        return File(raw["name"], content, raw.get("description", ""))
-    if kind == "image":
-        return Image(raw["name"], base64.b64decode(raw["png_base64"]), raw.get("alt", ""))
-    if kind == "progress":
-        return ProgressBlock(raw["job_id"], raw["gpu"], raw["phase"], raw.get("done", 0), raw.get("total", 0),
-                             raw.get("queue_position"))
-    return Text(str(raw.get("text", "")), raw.get("style", "plain"))
-
-
-def _attachment_json(attachment: Attachment) -> dict[str, str]:
-    try:
-        return {"name": attachment.name, "text": attachment.content.decode("utf-8")}
-    except UnicodeDecodeError:
-        return {"name": attachment.name, "base64": base64.b64encode(attachment.content).decode()}
+    return reply_from_wire(body)
 
 
 def bundle_folders(cmd: Command, args: dict[str, Any], attachments: list[Attachment]) -> None:

@@ -7,7 +7,6 @@ take files. Roles are the core's: an admin command answers 403 to anyone else.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import inspect
 from typing import Any, Literal
@@ -23,6 +22,7 @@ from kernelcup.core.app import Kernelcup
 from kernelcup.core.commands.catalog import commands
 from kernelcup.core.commands.registry import Command, Kind, Param
 from kernelcup.core.messages import Attachment, Request
+from kernelcup.core.wire import attachment_from_wire
 
 ATTACHMENTS = "attachments"
 RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -65,14 +65,10 @@ def args_model(cmd: Command) -> type[BaseModel]:
 def attachments_of(items: list[AttachmentIn]) -> list[Attachment]:
     out = []
     for item in items:
-        if item.base64 is not None:
-            try:
-                content = base64.b64decode(item.base64, validate=True)
-            except binascii.Error as exc:
-                raise ApiError(422, f"Attachment {item.name} is not valid base64.") from exc
-        else:
-            content = (item.text or "").encode()
-        out.append(Attachment(item.name, content))
+        try:
+            out.append(attachment_from_wire(item.model_dump()))
+        except binascii.Error as exc:
+            raise ApiError(422, f"Attachment {item.name} is not valid base64.") from exc
     return out
 
 

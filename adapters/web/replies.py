@@ -9,10 +9,11 @@ import math
 
 from fastapi.responses import JSONResponse
 
-from kernelcup.adapters.web.schemas import ErrorOut, block_out, reply_out
+from kernelcup.adapters.web.schemas import ErrorOut, reply_out
 from kernelcup.core.messages import Reply, Text
+from kernelcup.core.wire import reply_to_wire
 
-__all__ = ["block_out", "error_response", "refusal_response", "reply_out", "reply_response", "status_of"]
+__all__ = ["error_response", "refusal_response", "reply_out", "reply_response", "status_of"]
 
 STATUS_BY_KIND = {
     "invalid": 422,
@@ -39,7 +40,7 @@ def retry_headers(reply: Reply) -> dict[str, str]:
 
 
 def reply_response(reply: Reply) -> JSONResponse:
-    return JSONResponse(reply_out(reply).model_dump(mode="json"), status_code=status_of(reply),
+    return JSONResponse(reply_to_wire(reply), status_code=status_of(reply),
                         headers=retry_headers(reply))
 
 

@@ -3,13 +3,13 @@ whole, so a column added to the store (a secret seed, say) cannot leak by accide
 
 from __future__ import annotations
 
-import base64
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from kernelcup.core.messages import Block, Code, File, Image, ProgressBlock, Reply, Table, Text
+from kernelcup.core.messages import Reply
+from kernelcup.core.wire import reply_to_wire
 
 
 class ErrorOut(BaseModel):
@@ -169,7 +169,7 @@ class Accepted(BaseModel):
     report_url: str
 
 
-# --- a core Reply on the wire (the generic command routes; the remote CLI reads it back) ------
+# --- a core Reply on the wire (kernelcup.core.wire makes it; these models document it) --------
 
 
 class TextOut(BaseModel):
@@ -234,38 +234,9 @@ class ReplyOut(BaseModel):
     text: str = ""  # every block's plain-text fallback
 
 
-def block_out(block: Block) -> BlockOut:
-    if isinstance(block, Text):
-        return TextOut(text=block.text, style=block.style)
-    if isinstance(block, Table):
-        return TableOut(columns=list(block.columns), rows=[list(row) for row in block.rows], title=block.title)
-    if isinstance(block, Code):
-        return CodeOut(code=block.code, language=block.language)
-    if isinstance(block, File):
-        try:
-            return FileOut(name=block.name, description=block.description, text=block.content.decode("utf-8"))
-        except UnicodeDecodeError:
-            return FileOut(name=block.name, description=block.description,
-                           base64=base64.b64encode(block.content).decode())
-    if isinstance(block, Image):
-        return ImageOut(name=block.name, alt=block.alt, png_base64=base64.b64encode(block.png).decode())
-    if isinstance(block, ProgressBlock):
-        return ProgressOut(job_id=block.job_id, gpu=block.gpu, phase=block.phase, done=block.done,
-                           total=block.total, queue_position=block.queue_position)
-    raise TypeError(f"the web cannot render {type(block).__name__}")
-
-
 def reply_out(reply: Reply) -> ReplyOut:
-    problem = reply.problem
-    return ReplyOut(
-        ok=reply.ok,
-        ephemeral=reply.ephemeral,
-        submission_id=reply.submission_id,
-        choices=reply.choices,
-        problem=ProblemOut(kind=problem.kind, retry_after_s=problem.retry_after_s) if problem else None,
-        blocks=[block_out(block) for block in reply.blocks],
-        text=reply.text(),
-    )
+    """The wire form read into the documented model: what the API's schema promises."""
+    return ReplyOut.model_validate(reply_to_wire(reply))
 
 
 class AttachmentIn(BaseModel):

@@ -487,7 +487,7 @@ def send_event(client: discord.Client, payload: JsonObject) -> None:
 
 
 async def listening(client: discord.Client, *, message_id: int | None = None, modal: str | None = None,
-                    timeout: float = 10.0) -> None:
+                    timeout: float = 60.0) -> None:
     """Wait until discord.py listens for a message's components (or a modal's submission).
 
     The fake sees a request before discord.py has read the answer and registered the view, so a

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from kernelcup.adapters.discord.adapter import DiscordAdapter
 from kernelcup.core.app import Kernelcup
 from kernelcup.core.messages import Actor, Attachment, Request
 from tests.discord.conftest import (
+    QUICK_ENOUGH_S,
     SOLUTION,
     GatedRunner,
     Send,
@@ -132,17 +134,22 @@ async def test_delete_waits_for_a_confirmation_button(adapter: DiscordAdapter, f
 
 @pytest.fixture
 def discord_section() -> dict[str, Any]:
-    return {"submission_channels": [], "edit_interval_s": 0.3, "page_chars": 300}
+    return {"submission_channels": [], "edit_interval_s": 0.3, "page_chars": 300,
+            "respond_within_s": QUICK_ENOUGH_S}
 
 
-async def test_a_long_ranking_is_paged_with_buttons(adapter: DiscordAdapter, fake: FakeDiscord, send: Send,
-                                                    app: Kernelcup) -> None:
+async def six_ranked_entries(app: Kernelcup) -> None:
     for n in range(6):
         actor = Actor(f"discord:{600 + n}", f"racer{n}")
         reply = await app.handle(Request(actor, "submit", {"mode": "ranked", "gpu": ["cpu"]},
                                          [Attachment("kernel.py", SOLUTION)]))
         assert reply.submission_id is not None
         [_ async for _ in app.follow(reply.submission_id)]
+
+
+async def test_a_long_ranking_is_paged_with_buttons(adapter: DiscordAdapter, fake: FakeDiscord, send: Send,
+                                                    app: Kernelcup) -> None:
+    await six_ranked_entries(app)
     payload = slash(fake, "leaderboard", "show", leaderboard="identity")
     send(payload)
     shown = await callback(fake, payload)
@@ -157,4 +164,28 @@ async def test_a_long_ranking_is_paged_with_buttons(adapter: DiscordAdapter, fak
     turned = await callback(fake, turn)
     assert turned.json is not None and turned.json["type"] == 7
     assert embeds_of(turned)[0]["description"] != first_page
+    assert components_of(turned.json["data"])[1]["label"].startswith("2/")
+
+
+async def test_a_slow_answer_is_deferred_and_its_pages_follow_with_working_buttons(
+        adapter: DiscordAdapter, fake: FakeDiscord, send: Send, app: Kernelcup) -> None:
+    await six_ranked_entries(app)
+    adapter.conversations.config = replace(adapter.conversations.config, respond_within_s=0.0)
+    payload = slash(fake, "leaderboard", "show", leaderboard="identity")
+    send(payload)
+    deferred = await callback(fake, payload)
+    assert deferred.json == {"type": 5, "data": {"flags": EPHEMERAL}}
+    posted = await followup(fake, payload)
+    message = posted.response
+    assert isinstance(message, dict)
+    await listening(adapter.client, message_id=int(message["id"]))
+    assert "posted in the channel" in (await original_edit(fake, payload)).json["content"]  # type: ignore[index]
+    back, counter, forward = components_of(message)
+    assert counter["label"].startswith("1/") and back["disabled"] and not forward.get("disabled")
+
+    turn = component(fake, message, forward["custom_id"])
+    send(turn)
+    turned = await callback(fake, turn)
+    assert turned.json is not None and turned.json["type"] == 7
+    assert embeds_of(turned)[0]["description"] != description_of(posted)
     assert components_of(turned.json["data"])[1]["label"].startswith("2/")

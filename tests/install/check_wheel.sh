@@ -142,6 +142,17 @@ extra postgres
 expect 3 postgres-unreachable env KERNELCUP_DATABASE_URL=postgresql://kc@127.0.0.1:1/kc "$PY" -m kernelcup.adapters.terminal list
 say "each extra checked; $((SECONDS - start)) s so far"
 
+# A copy found only through PYTHONPATH, the way `pip install --target` or `--user` with `python -s`
+# leaves it: no process of a job may rely on kernelcup being in the interpreter's own site-packages.
+# A multi-GPU job (on the CPU, two ranks over gloo) starts the most kinds of process.
+"$WORK/base/bin/pip" uninstall -q -y kernelcup 2>&1 | grep -v "^WARNING" || true
+"$WORK/base/bin/pip" install -q --no-deps --target "$WORK/target" "$WHEEL" 2>&1 | grep -v "^WARNING" || true
+expect 0 target-multi-gpu env KERNELCUP_DATABASE_URL="$(db target)" PYTHONPATH="$WORK/target" \
+    "$WORK/base/bin/python" -s -m kernelcup.adapters.terminal submit test --leaderboard allreduce \
+    "$ROOT/leaderboards/allreduce/solutions/all_reduce.py"
+contains target-multi-gpu "$OUT" "tests passed"
+say "the copy on PYTHONPATH ran a multi-GPU job; $((SECONDS - start)) s so far"
+
 # Every other supported Python: the wheel without torch (no CPU build of torch 2.13.0 for them
 # is on this machine), so the job fails, cleanly, and the event loop must close clean.
 for version in 3.12 3.13; do

@@ -28,13 +28,10 @@ from kernelcup.adapters.terminal.handoff import (
     VERSION,
     database_identity,
     hand_off,
-    reply_from_json,
-    reply_json,
     socket_path,
 )
 from kernelcup.adapters.terminal.handoff_listener import ORDER_S, HandoffListener
 from kernelcup.core.config import load_settings
-from kernelcup.core.messages import Code, File, Image, Problem, ProgressBlock, Reply, Table, Text
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNELCUP = [sys.executable, "-m", "kernelcup.adapters.terminal"]
@@ -295,14 +292,3 @@ def test_a_server_of_another_database_declines_and_nothing_runs_there(
         assert "another database" in asyncio.run(attempt())
     finally:
         shutil.rmtree(short, ignore_errors=True)
-
-
-def test_every_reply_block_crosses_the_wire_unchanged() -> None:
-    reply = Reply(
-        blocks=[Text("hello", "success"), Table(("a", "b"), (("1", "2"),), "t"), Code("x = 1", "python"),
-                File("log.txt", b"\x00\xffbytes", "the log"), Image("chart.png", b"\x89PNG", "a chart"),
-                ProgressBlock(3, "H100", "queued", 0, 5, 2)],
-        ok=False, ephemeral=True, submission_id=7, choices={"gpu": ["H100", "A100"]},
-        problem=Problem("rate_limited", 12.5),
-    )
-    assert reply_from_json(json.loads(json.dumps(reply_json(reply)))) == reply

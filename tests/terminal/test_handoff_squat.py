@@ -36,8 +36,6 @@ from sqlalchemy import make_url, text
 
 from kernelcup.adapters.terminal.handoff import (
     VERSION,
-    attachment_from_json,
-    attachment_json,
     encode,
     hand_off,
     socket_path,
@@ -47,6 +45,7 @@ from kernelcup.adapters.terminal.render import TerminalRenderer
 from kernelcup.core.config import Settings, load_settings
 from kernelcup.core.messages import Attachment
 from kernelcup.core.store.db import make_engine
+from kernelcup.core.wire import attachment_from_wire, attachment_to_wire
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNELCUP = [sys.executable, "-m", "kernelcup.adapters.terminal"]
@@ -164,14 +163,14 @@ def control_order(squatter: Squatter, path: Path, marker: str) -> None:
     """What the client did before this change: connect by the path and send the order, file
     included, before any answer. The squatter must record it, or its silence proves nothing."""
     order = {"kernelcup_handoff": VERSION, "database": "any", "command": "submit", "args": {"mode": "test"},
-             "attachments": [attachment_json(Attachment("kernel.py", marker.encode()))], "user": "tester"}
+             "attachments": [attachment_to_wire(Attachment("kernel.py", marker.encode()))], "user": "tester"}
     with socket.socket(socket.AF_UNIX) as sock:
         sock.connect(str(path))
         sock.sendall(encode(order))
     squatter.wait_for("closed", str(path))  # after its data, in the order the squatter read them
     received = "".join(e["text"] for e in squatter.record() if e["event"] == "data" and e["socket"] == str(path))
     file = json.loads(received)["attachments"][0]
-    assert attachment_from_json(file).content == marker.encode()  # the file, whole, in another user's hands
+    assert attachment_from_wire(file).content == marker.encode()  # the file, whole, in another user's hands
 
 
 def environment(home: Path, url: str, **extra: str) -> dict[str, str]:
