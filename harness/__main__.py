@@ -97,9 +97,9 @@ def _start_cuda() -> bool:
 
 # Imported by many leaderboards' checks, not by torch itself: GPU MODE's references call
 # torch.use_deterministic_algorithms, which imports torch._inductor (with torch._dynamo and
-# sympy), 1-5 s that landed in a job's first test on an H100. A standby harness imports them
-# before its job; a harness started with its job, beside the submission's process starting,
-# and the job waits for them before its own imports (harness/run.py).
+# sympy), seconds that would land in a job's first test (JOURNAL.md, Bytecode). A standby
+# harness imports them before its job; a harness started with its job, beside the submission's
+# process starting, and the job waits for them before its own imports (harness/run.py).
 WARM_IMPORTS = ("torch._inductor.config",)
 
 
@@ -163,9 +163,9 @@ def _end_now(code: int) -> None:
     """End the process as soon as its result is written, without the interpreter's teardown.
 
     A runner reads the harness's output to its end (a second result line refuses the job), so
-    the teardown sat in every job's time: 0.36-0.6 s on a 2-core CPU box after a `test` of
-    vectoradd whose harness work took 0.16-0.7 s (torch's and CUDA's finalizers, module
-    clean-up, joining threads). Nothing is left to finish by then: the submission's processes
+    the interpreter's teardown (torch's and CUDA's finalizers, module clean-up, joining threads)
+    would be in every job's time, about as long as a short job's own work (JOURNAL.md, The
+    harness's own exit). Nothing is left to finish by then: the submission's processes
     are ended, the workspace removed and the build caches copied back. A thread that a
     leaderboard's code started in this process ends with it, so it cannot write after the
     result. ``KERNELCUP_HARNESS_TEARDOWN=full`` keeps the normal exit (a profiler of the harness

@@ -7,10 +7,11 @@ leaderboard, with the harness's secrets in reach. So it is built here, in a proc
 that runs no leaderboard's or submission's code, into a fresh folder that is renamed into place
 once complete, with a manifest of every file's SHA-256 written last; a runner checks the folder
 against it before it first uses it and binds it read-only into every harness's sandbox
-(``runners/local.py``). A full check reads every file (a second or more on a busy 2-core box,
-for each ``kernelcup submit``), so it is done again only where the folder's files are no longer
-as a full check last found them: their sizes, times and inodes, the change time included, which
-no write can leave as it was (``<folder>.checked``, beside the folder and never bound).
+(``runners/local.py``). A full check reads every file (seconds on a busy machine, for each
+``kernelcup submit``; JOURNAL.md, Bytecode), so it is done again only where the folder's files
+are no longer as a full check last found them: their sizes, times and inodes, the change time
+included, which no write can leave as it was (``<folder>.checked``, beside the folder and never
+bound).
 
     python -m kernelcup.harness.bytecode FOLDER    # build into FOLDER (empty or absent)
 """

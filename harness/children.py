@@ -1,13 +1,12 @@
 """The submission's processes of one Python job, one at a time.
 
-A GPU can run a kernel a few percent faster or slower for the whole life of a process (on an
-H100: a histogram case 4.0%, conv2d 1.3% between two processes, while rounds inside one process
-agree to 0.01%). Rounds that share a process share its mode, so a ranked run times each round
-in a fresh process, the first round too (not in the process that ran the tests, whose
-compiles and caches were made for the tests' sizes): each one started, loaded and waited for
-*between* rounds, never while a round is being timed (it would compete for the CPU and the
-GPU). Each start-up counts against the job's budget; where too little is left for one, the
-round runs in the current process.
+A GPU can run a kernel a few percent faster or slower for the whole life of a process, while
+rounds inside one process agree (JOURNAL.md, Ranked rounds in fresh processes). Rounds that
+share a process share its mode, so a ranked run times each round in a fresh process, the first
+round too (not in the process that ran the tests, whose compiles and caches were made for the
+tests' sizes): each one started, loaded and waited for *between* rounds, never while a round is
+being timed (it would compete for the CPU and the GPU). Each start-up counts against the job's
+budget; where too little is left for one, the round runs in the current process.
 
 Every process is brought up the same way (``load`` order, ``ready``) in the same workspace and
 sandbox, and learns no more than the first: seeds still come one at a time with each order.
@@ -38,8 +37,9 @@ if TYPE_CHECKING:
 # left for timing; otherwise the round runs in the current process (and the case says so).
 FRESH_MAX_SHARE = 0.5
 # Ranked rounds' processes start beside the first one (``Children.prestart``) where the machine
-# has this many cores: their start-ups (torch's import, the CUDA context: 4.4 s each on an H100)
-# then overlap the first process's and its tests instead of following one another between rounds.
+# has this many cores: their start-ups (torch's import, the CUDA context: seconds each on a GPU)
+# then overlap the first process's and its tests instead of following one another between rounds
+# (JOURNAL.md, CUPTI itself, rounds started ahead, shorter ranked rounds).
 # ``KERNELCUP_HARNESS_PRESTART=0`` or ``=1`` decides outright.
 PRESTART_MIN_CPUS = 8
 PRESTART_ENV = "KERNELCUP_HARNESS_PRESTART"

@@ -2,11 +2,9 @@
 every job on a GPU, and every other thread of every job kept off the timing cores.
 
 Host-bound submissions (many small launches, ``.item()``, a tensor built from a Python list
-every call) run at the speed of the core their process happens to land on. On a 16-core H100
-machine, unpinned, the same submission ranked twice back to back read 270 µs in one job and
-375 µs in the next, both rounds of each job agreeing: something chosen per job, as the cores
-are. Pinned, every job of a GPU times on the same core. Whether that removes such swings is not
-proven yet (harness/NOTES.md, "Timing cores", has the figures).
+every call) run at the speed of the core their process happens to land on, which is chosen per
+job as the cores are. Pinned, every job of a GPU times on the same core (JOURNAL.md, Timing
+cores, has the figures, and what they do not prove).
 
 A core is reserved per GPU of the machine: the last one for GPU 0, CPU 0 left to interrupts,
 the next one down for each further GPU. Where the processor runs two threads per physical core
@@ -90,8 +88,7 @@ def reserved_cores() -> list[int]:
     Every job's threads but the timed one keep off all of them, not only off their own GPU's:
     on a machine of several GPUs, each running a job, a harness spinning in a CUDA wait or a
     compile for another GPU's job would otherwise land on this job's timing core, and a thread
-    held to one core cannot move away (two H100s of one host, a job each: a 50-launch case read
-    12 µs in one job and 62-96 µs in the next).
+    held to one core cannot move away (JOURNAL.md, Timing cores).
     """
     choice = os.environ.get(ENV, "auto").strip().lower()
     usable = sorted(PROCESS_CORES)

@@ -1,8 +1,8 @@
 """CUDA leaderboards (``lang: cu``): build with nvcc, run the driver binary, read its report.
 
-The protocol (a GPU MODE superset) is written down in ``harness/NOTES.md``: the binary gets
-``<mode> <cases-file>`` and reports ``key: value`` lines on the descriptor named by
-``POPCORN_FD``. Seeds in the cases file are already derived; the secret never leaves the
+The protocol (a GPU MODE superset) is written down in ``harness/NOTES.md`` (CUDA leaderboards):
+the binary gets ``<mode> <cases-file>`` and reports ``key: value`` lines on the descriptor named
+by ``POPCORN_FD``. Seeds in the cases file are already derived; the secret never leaves the
 harness.
 """
 

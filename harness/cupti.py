@@ -5,7 +5,8 @@ loads for its profiler) writes one record per kernel, memcpy and memset the proc
 every stream, with the GPU's start and end and the correlation id of the call that launched it;
 and one record per runtime or driver call, with that id and the calling thread. This module asks
 for exactly those records and nothing else (torch's profiler also runs its own callbacks on every
-torch operation: the cost per launch in ``harness/NOTES.md``, Timing). Records arrive in buffers
+torch operation: the cost per launch and per order in ``harness/JOURNAL.md``, CUPTI itself, rounds
+started ahead, shorter ranked rounds). Records arrive in buffers
 this module hands CUPTI; :meth:`Cupti.take` flushes them and returns what arrived.
 
 The layouts read are CUPTI 13's (``cupti_activity.h``: ``CUpti_ActivityKernel13``,

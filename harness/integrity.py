@@ -4,8 +4,9 @@ The child makes each call's inputs, samples them and ships the output with its o
 the leaderboard's ``reference.py`` and torch, all in the process the submission shares. A
 submission that replaces one of those functions can do its work while the inputs are made,
 outside the timed call: ``Problem.generate`` wrapped to compute each answer into a tensor of its
-own, then returned by a call that does nothing, ranked 17x faster than honest code on the CPU
-(``tests/harness/fixtures/submissions/precompute_in_generate.py.txt``). So before the submission
+own, then returned by a call that does nothing
+(``tests/harness/fixtures/submissions/precompute_in_generate.py.txt``; JOURNAL.md, The watch on
+the child's own code). So before the submission
 is imported the child notes every function and class of the harness's and the leaderboard's
 modules and of its own objects (and each Python function's code), the Python methods of ``torch.Tensor`` and
 ``torch.nn.functional``, and torch's C operators (``torch.randn``, ``torch.empty``, ...). Before
@@ -40,7 +41,7 @@ _code_of = operator.attrgetter("__code__")
 
 class Watch:
     """Identities of what the harness relies on, noted once, checked as often as needed (each
-    check compares tuples of ids built by ``map``: ~0.1 µs per watched name)."""
+    check compares tuples of ids built by ``map``, cheap enough for every order)."""
 
     def __init__(self) -> None:
         self._entries: list[tuple[str, Any, tuple[str, ...], tuple[int, ...]]] = []

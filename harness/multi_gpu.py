@@ -96,9 +96,7 @@ class Groups:
         A group whose ranks crash or fail to join each other before the submission is imported
         into them (``_start``'s "while starting": the ranks' start-up and their rendezvous) is
         started once more per job, where the time left allows: nothing of the submission's has
-        run in those processes, so it is not its verdict. Two H200s of one host: a fresh group's
-        rank 0 died of SIGSEGV in NCCL's start-up, rank 1 waiting on it in the rendezvous, after
-        the same solution had passed ranked once (2026-11-27)."""
+        run in those processes, so it is not its verdict (JOURNAL.md, Multi-GPU jobs on GPUs)."""
         self.finish()
         begun = time.monotonic()
         try:

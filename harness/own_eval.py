@@ -11,7 +11,8 @@ runs submitted code: through ``harness/process.py``, in the job's sandbox.
 Seeds travel only in the cases file: the public ones, or in ranked mode ones derived from the
 secret (``harness/seeds.py``); ``POPCORN_SEED`` is never set, and an evaluator that draws its
 own seeds keeps doing so. Like a CUDA driver, the evaluator times the submission in its own
-process, so its report is only as honest as that process (NOTES.md, "Known limit").
+process, so its report is only as honest as that process (harness/NOTES.md, CUDA leaderboards,
+"Known limit").
 """
 
 from __future__ import annotations

@@ -112,8 +112,8 @@ def keep_bytecode() -> None:
     """Where torch's install has no bytecode (``PYTHONDONTWRITEBYTECODE``, as on GPU images whose
     packages were installed without it), read the bytecode built for it outside every job.
 
-    Without it every process of every job compiles torch's modules from source: one `test` job
-    of a GPU MODE problem on an H100 spent 5.5 s in 1,856 compiles. The harness runs a
+    Without it every process of every job compiles torch's modules from source, seconds per job
+    (JOURNAL.md, Bytecode). The harness runs a
     leaderboard's code, so it only reads that folder, and only where it cannot change it (the
     local runner binds it read-only): code planted in a ``.pyc`` would run in every later job's
     harness and submission process. Nothing writes bytecode in a job.

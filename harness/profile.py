@@ -2,8 +2,10 @@
 
 Runs after the tests passed, in a fresh process per profiler run. ncu is started with
 ``--clock-control none`` (never change the card's clocks) and profiles only the one call
-between ``cudaProfilerStart`` and ``cudaProfilerStop`` per case. Under ncu the submission runs
-with the harness's uid: reading GPU counters needs it. There is no secret in profile mode.
+between ``cudaProfilerStart`` and ``cudaProfilerStop`` per case, in the job's sandbox as the
+job's user (without the sandbox, with the harness's uid: reading GPU counters needs it); where
+the driver keeps the counters for administrators, torch.profiler is used instead. There is no
+secret in profile mode.
 """
 
 from __future__ import annotations

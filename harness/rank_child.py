@@ -8,9 +8,9 @@ nothing else.
 
 Two things only this file adds to the child:
 
-- a timed call that starts on every rank together (``CudaTimer.time_aligned``: the L2
-  flushed, a barrier, a device synchronize, then the clock); each rank reports its own time and
-  the harness takes the slowest rank's;
+- a timed call that starts on every rank together (:meth:`Group.time_call`: the L2 flushed, a
+  barrier of the ranks' group, a device synchronize, then the call, timed from this rank's own
+  GPU record); each rank reports its own time and the harness takes the slowest rank's;
 - a count of the collectives the submission entered during the current order, kept in a small
   file of the job's work folder, so that when a rank hangs the harness can name the rank that
   never joined the collective the others wait in (diagnostic only: it decides no verdict's

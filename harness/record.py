@@ -15,8 +15,8 @@ without any clock the submission could reach. A timed call is then::
 
 The main thread's launches before the marker are the harness's own (the inputs, the L2 flush,
 a multi-GPU barrier) and are never counted. The record comes from CUPTI itself
-(``harness/cupti.py``), or from torch's profiler where that does not load; what each costs is
-in ``harness/NOTES.md`` (Timing).
+(``harness/cupti.py``), or from torch's profiler where that does not load; the rules are in
+``harness/NOTES.md`` (Timing: the GPU's record), what each source costs in ``harness/JOURNAL.md``.
 
 A record without the marker or the closing synchronize, a record switched off by the time the
 call returned, or a kernel or graph launched inside the call with no record of its run (the

@@ -259,10 +259,10 @@ def _run_tests(
 
 
 ROUND_FLOOR_RATIO = 1.15  # a round whose cases took this much more than their shares hit their floor
-# The next such round must fit 1.2 times the last one's time, not 1.05: a round that outruns what
-# is left times the whole job out, losing the rounds already timed, while one round fewer costs
-# only some repeatability; and rounds of one job differ by more than 5% (GPU MODE's eigh on the
-# 2-core CPU box: 9.05 s, then 8.37 s).
+# The next such round must fit this many times the last one's time: a round that outruns what is
+# left times the whole job out, losing the rounds already timed, while one round fewer costs only
+# some repeatability; and rounds of one job differ by more than 5% (JOURNAL.md, Rounds that fit
+# the time limit).
 NEXT_ROUND_MARGIN = 1.2
 
 
@@ -282,15 +282,13 @@ class RoundCost:
 
         Each case gets a share of the time left and stops timing when it runs out, so a round
         normally fits whatever is left. Not where the cases' least work (warm-up, at least two
-        timed calls, a check, each on fresh inputs) outlasted their shares: a
-        second-long call on inputs that take seconds to make (GPU MODE's eigh: ~35 s a case
-        against a 29 s share, 13 cases) would then run the job past its limit in the next round.
-        Such a job is scored on the rounds it has, and its verdict says so. What a case took
-        leaves out the submission's idling (``benchmark.idle_time``): a submission whose timed
-        calls are quick cannot skip the fresh process of the next round by idling in its untimed
-        ones, while a leaderboard whose inputs or checks are slow is judged by them whatever its
-        calls take (a rule that looked only at calls of 50 ms or more timed GPU MODE's eigh out in
-        its third round on the CPU, its 25-36 ms calls beside ~0.1 s checks)."""
+        timed calls, a check, each on fresh inputs) outlasted their shares: a second-long call on
+        inputs that take seconds to make would then run the job past its limit in the next
+        round. Such a job is scored on the rounds it has, and its verdict says so. What a case
+        took leaves out the submission's idling (``benchmark.idle_time``): a submission whose
+        timed calls are quick cannot skip the fresh process of the next round by idling in its
+        untimed ones, while a leaderboard whose inputs or checks are slow is judged by them
+        whatever its calls take (JOURNAL.md, Rounds that fit the time limit)."""
         if self.took_s <= ROUND_FLOOR_RATIO * self.shares_s:
             return True
         return left_s >= NEXT_ROUND_MARGIN * self.took_s + startup_s
@@ -391,10 +389,8 @@ def _run_benchmarks(
     if rounds > 1 and children.fresh_affordable():
         # The first round in a fresh process too, not after the tests in theirs, so that every
         # round starts alike: a process that ran the tests has compiled, captured and cached for
-        # the tests' sizes (torch.compile turns shapes dynamic once it sees a second size). The
-        # first case of GPU MODE's sort (torch.compile, reduce-overhead) read 175.7 µs in round 1,
-        # after the tests, and 60.9 µs in round 2, fresh, on an H100; its pooled median, 126.8 µs,
-        # fell wherever the two rounds' sample counts put it.
+        # the tests' sizes (torch.compile turns shapes dynamic once it sees a second size;
+        # JOURNAL.md, Ranked rounds in fresh processes).
         children.fresh(1)
     for done, (round_index, index) in enumerate(orders):
         if round_index > 0 and index == 0:

@@ -65,8 +65,6 @@ class Session:
         self.info: dict[str, Any] = {}
         self.startup_s = 0.0  # the child's own start-up (torch, device, timer), as it measured it
         self.load_s = 0.0  # the child's load order to ready (the problem, the submission's import)
-        # The event time of a call that launches nothing, measured before the submission was
-        # loaded (GPU only; None where the child did not say).
         self._pinned = False  # the timing cores (harness/cpus.py) are chosen at the first warm-up or timed call
         self.timing_cores = ""  # where the child's timed calls ran, as the child read it back
         self._harness_cores: set[int] = set()

@@ -123,7 +123,8 @@ def visible_nvml() -> Nvml:
 def visible_gpu_uuid() -> str:
     """The UUID of the GPU this process's torch runs on (its ``cuda:0``), for ``Nvml.select``:
     NVML numbers every GPU of the machine whatever ``CUDA_VISIBLE_DEVICES`` says, so index 0
-    read GPU 0's clock for a CUDA program timed on GPU 1 (345 MHz, idle, on two H200s)."""
+    would read GPU 0's clock for a CUDA program timed on GPU 1 (JOURNAL.md, The GPU a job's
+    clocks are read from)."""
     import torch
 
     return str(getattr(torch.cuda.get_device_properties(0), "uuid", ""))
@@ -153,8 +154,8 @@ def watching(nvml: Nvml | None, info: SystemInfo) -> Iterator[None]:
     """Sample the SM and memory clocks, the temperature, the power drawn and the clock limits
     while the block runs, and record their range in ``info``: a score measured while the GPU was
     power- or heat-limited says so. The memory clock and the power are there to tell apart what
-    moved a memory-bound case 0.5-1% between two jobs on an H200 while the SM clock stayed at
-    1980 MHz and each job's rounds agreed (2026-11-27)."""
+    moves a memory-bound case between jobs while the SM clock stays put (JOURNAL.md, The memory
+    clock and the power in the result)."""
     if nvml is None or nvml.sm_clock_mhz() is None:
         yield
         return

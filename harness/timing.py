@@ -37,10 +37,10 @@ from kernelcup.harness import record, stats
 _seconds = time.perf_counter  # captured at import, before any submission is
 
 FLUSH_MIN_BYTES = 64 << 20
-# The warm-up is steady when its last three batch medians agree within 2%, or within 2 µs: a call
-# of tens of microseconds is timed there by the host clock to the end of its GPU work, and a host
-# launch jitters by microseconds once warm (Triton's vectoradd at 1024² on an H100 ran every ranked
-# warm-up to its cap, 1 s per case and round, 2026-11-28).
+# The warm-up is steady when its last three batch medians agree within STEADY_SHARE, or within
+# STEADY_FLOOR_NS: a call of tens of microseconds is timed there by the host clock to the end of
+# its GPU work, and a host launch jitters by microseconds once warm (JOURNAL.md, CUPTI itself,
+# rounds started ahead, shorter ranked rounds).
 STEADY_SHARE = 0.02
 STEADY_FLOOR_NS = 2_000.0
 MARKER_CYCLES = 64  # the marker kernel's length: well under a microsecond at any clock

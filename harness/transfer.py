@@ -144,8 +144,8 @@ def host_bytes(tensor: torch.Tensor) -> bytes:
         flat = flat.cpu()
     if flat.numel() == 0:
         return b""
-    # Not ctypes.string_at: its size is a C int, so a tensor of 4 GiB came back empty (and one
-    # past 2 GiB as a C string), which the harness read as "payload too short".
+    # Not ctypes.string_at: its size is a C int, so a tensor past 2 GiB comes back empty or read
+    # as a C string, which the harness would take for "payload too short".
     return bytes((ctypes.c_char * (flat.numel() * flat.element_size())).from_address(flat.data_ptr()))
 
 
