@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Coroutine, Generator, Mapping
+from collections.abc import Generator, Mapping
 from typing import Any
 
 import structlog
@@ -21,6 +21,7 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from kernelcup.adapters.background import Background
 from kernelcup.adapters.github.api import GitHubApi, GitHubApiError
 from kernelcup.adapters.github.conversation import Conversation
 from kernelcup.adapters.github.events import Events
@@ -62,7 +63,9 @@ class GitHubAdapter:
         self.app: Kernelcup | None = None
         self.server: _Server | None = None
         self._stopping = False
-        self._tasks: set[asyncio.Task[None]] = set()
+        self.background = Background("GitHub", _refusal)
+        self.spawn = self.background.spawn
+        self.idle = self.background.idle
 
     async def run(self, app: Kernelcup) -> None:
         try:
@@ -86,24 +89,13 @@ class GitHubAdapter:
                       hint="set github.port (KERNELCUP_GITHUB__PORT) to a free port")
         finally:
             watcher.cancel()
-            await self._end_tasks()
+            await self.background.end()
             await api.aclose()
 
     async def stop(self) -> None:
         self._stopping = True
         if self.server is not None:
             self.server.should_exit = True
-
-    async def idle(self) -> None:
-        """Until every delivery's work has ended (tests and a graceful stop wait on it)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
-
-    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        """Work after the acknowledgement: kept referenced (a bare task can be collected) and logged."""
-        task = asyncio.create_task(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
 
     async def receive(self, request: HttpRequest) -> JSONResponse:
         assert self.github is not None and self.app is not None and self.events is not None
@@ -138,26 +130,8 @@ class GitHubAdapter:
         self.port = sockets[0].getsockname()[1] if sockets else self.github.port
         log.info("github: serving webhooks", url=f"http://{self.github.host}:{self.port}{self.github.path}")
         self.ready.set()
-        self.spawn(self._resume())
+        self.background.resume(self.conversation)
 
-    async def _resume(self) -> None:
-        assert self.conversation is not None
-        try:
-            await self.conversation.resume(self.spawn)
-        except Exception:
-            log.exception("could not follow the unfinished submissions again")
 
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if task.cancelled() or task.exception() is None:
-            return
-        error = task.exception()
-        if isinstance(error, GitHubApiError):
-            log.warning("GitHub refused a call", error=str(error), status=error.status)
-        else:
-            log.error("GitHub task failed", exc_info=error)
-
-    async def _end_tasks(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*list(self._tasks), return_exceptions=True)
+def _refusal(error: BaseException) -> dict[str, Any] | None:
+    return {"error": str(error), "status": error.status} if isinstance(error, GitHubApiError) else None

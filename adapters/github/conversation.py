@@ -5,11 +5,11 @@ check run per file on the head commit, and one comment per file and mode, edited
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
 from typing import Any
 
 import structlog
 
+from kernelcup.adapters.background import Spawn
 from kernelcup.adapters.github.api import GitHubApi, GitHubApiError, Output
 from kernelcup.adapters.github.live import LiveReply, marker
 from kernelcup.adapters.github.markdown import progress, render, summary
@@ -22,7 +22,6 @@ from kernelcup.core.pipeline.delivery import RESUMED_NOTE, claim_report, owed_he
 from kernelcup.core.pipeline.events import JobEvent
 
 log = structlog.get_logger("kernelcup.github")
-Spawn = Callable[[Coroutine[Any, Any, None]], None]
 
 
 class Conversation:

@@ -10,7 +10,7 @@ again the submissions whose report it still owes (the bot stopped while they ran
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
@@ -23,6 +23,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
+from kernelcup.adapters.background import Background
 from kernelcup.adapters.slack.conversation import Conversation
 from kernelcup.adapters.slack.files import upload
 from kernelcup.adapters.slack.listeners import Listeners
@@ -56,7 +57,9 @@ class SlackAdapter:
         self.bolt: AsyncApp | None = None
         self.conversation: Conversation | None = None
         self._stopped = asyncio.Event()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self.background = Background("Slack", _refusal)
+        self.spawn = self.background.spawn
+        self.idle = self.background.idle
 
     def build(self, app: Kernelcup, http: aiohttp.ClientSession) -> AsyncApp:
         """The Bolt app with every listener; no network until a request arrives."""
@@ -79,21 +82,10 @@ class SlackAdapter:
                     await self._serve_http(bolt)
             finally:
                 app.announcements.unregister(self)
-                await self._end_tasks()
+                await self.background.end()
 
     async def stop(self) -> None:
         self._stopped.set()
-
-    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        """Work after an ack: kept referenced (a bare task can be garbage-collected) and logged."""
-        task = asyncio.create_task(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-
-    async def idle(self) -> None:
-        """Until every reply in progress has been sent (tests and a graceful stop wait on it)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def announce(self, channel: str, reply: Reply) -> None:
         """Block Kit in the configured channel, its files in the message's thread."""
@@ -104,29 +96,8 @@ class SlackAdapter:
 
     def _connected(self) -> None:
         self.ready.set()
-        self.spawn(self._resume())
-
-    async def _resume(self) -> None:
         assert self.conversation is not None
-        try:
-            await self.conversation.resume(self.spawn)
-        except Exception:
-            log.exception("could not follow the unfinished submissions again")
-
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if task.cancelled() or task.exception() is None:
-            return
-        error = task.exception()
-        if isinstance(error, SlackApiError):  # Slack said no (expired trigger, hash conflict...)
-            log.warning("Slack refused a call", error=error.response.get("error"))
-        else:
-            log.error("Slack task failed", exc_info=error)
-
-    async def _end_tasks(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        self.background.resume(self.conversation)
 
     async def _serve_socket(self, bolt: AsyncApp) -> None:
         handler = AsyncSocketModeHandler(bolt, self.slack.app_token, web_client=self.client)
@@ -157,3 +128,8 @@ class SlackAdapter:
             await self._stopped.wait()
         finally:
             await runner.cleanup()
+
+
+def _refusal(error: BaseException) -> dict[str, Any] | None:
+    """Slack said no (an expired trigger, a hash conflict...)."""
+    return {"error": error.response.get("error")} if isinstance(error, SlackApiError) else None

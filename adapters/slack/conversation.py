@@ -14,15 +14,14 @@ import asyncio
 import secrets
 import time
 import uuid
-from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
 
 import structlog
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
+from kernelcup.adapters.background import Spawn
 from kernelcup.adapters.slack.blocks import SlackMessage, context, gpu_choice_message, progress_blocks, render
 from kernelcup.adapters.slack.files import upload
 from kernelcup.adapters.slack.live import LiveMessage, Moved, StillOwed
@@ -35,7 +34,6 @@ from kernelcup.core.pipeline.events import JobEvent
 log = structlog.get_logger("kernelcup.slack")
 NO_ACCESS = {"not_in_channel", "channel_not_found", "is_archived", "restricted_action", "cannot_dm_bot"}
 CHOICE_TTL_S = 15 * 60
-Spawn = Callable[[Coroutine[Any, Any, None]], None]
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ background task, so a slow database or download never makes Slack show "operatio
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -15,6 +15,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.errors import SlackApiError
 
+from kernelcup.adapters.background import Spawn
 from kernelcup.adapters.slack.blocks import GPU_CHOICE_ACTION, GPU_SUBMIT_ACTION, render, with_slack_help
 from kernelcup.adapters.slack.conversation import Conversation, Destination
 from kernelcup.adapters.slack.files import download
@@ -29,7 +30,6 @@ from kernelcup.core.errors import UserError
 from kernelcup.core.messages import Actor, Attachment, Reply, Request, Text
 
 log = structlog.get_logger("kernelcup.slack")
-Spawn = Callable[[Coroutine[Any, Any, None]], None]
 Ack = Callable[..., Awaitable[Any]]
 SEEN_MESSAGES = 1024  # Slack re-sends an event it thinks was not acknowledged: act on it once
 DM_HINT = ("I act on commands such as `help`, `list` or `show <leaderboard>`, and on files: share your kernel "
