@@ -187,9 +187,8 @@ def _start_device(channel: Any, requested_device: str, rank: int) -> Any:
         return device
     _poison_host_allocations()
     # One intra-op thread: an op split over several threads waits for the slowest, and on a
-    # shared box one descheduled thread costs the whole call a scheduler slice (vectoradd at
-    # 256x256 read 26 µs in two rounds and 5.6 ms in the third, in three processes of one
-    # job; BENCHMARKS.md, the eighteenth session). A submission may still ask for more.
+    # shared box one descheduled thread costs the whole call a scheduler slice (JOURNAL.md,
+    # One torch thread on the CPU). A submission may still ask for more.
     torch.set_num_threads(1)
     return torch.device("cpu")
 
@@ -198,38 +197,39 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
     """Start up (torch, the device, the timer), then wait for the job: the harness may start this
     process before it has a job, so a job finds it warm. ``rank`` >= 0: one rank of a
     multi-GPU job, bound to its own card (``cuda:<rank>`` of the cards the job was given)."""
-    import torch
-
-    from kernelcup.harness import fingerprint as fp
-    from kernelcup.harness import timing, transfer
-    from kernelcup.harness.problem import Problem, ProblemError
+    from kernelcup.harness import timing
     from kernelcup.harness.witness import Witnesses
 
     device = _start_device(channel, requested_device, rank)
     if device is None:
         return 0
     timer = timing.make_timer(device)
-    synchronize = timer.synchronize
     witnesses = Witnesses(device)
-    oom_types: tuple[type[BaseException], ...] = (MemoryError, torch.cuda.OutOfMemoryError)
-    started: dict[str, Any] = {"msg": "started", "device": device.type}
-    started["startup_s"] = round(time.monotonic() - BORN, 3)
-    channel.send(started)
+    channel.send({"msg": "started", "device": device.type, "startup_s": round(time.monotonic() - BORN, 3)})
+    orders = _load_job(channel, device, timer, witnesses, isolation, rank)
+    if orders is None:
+        return 0
+    return orders.serve()
+
+
+def _load_job(channel: Any, device: Any, timer: Any, witnesses: Any, isolation: str, rank: int) -> Orders | None:
+    """The ``load`` order: the job's folder, its problem, the group of a multi-GPU job and the
+    submission; then ``ready``. None where the job cannot go on (the harness has been told why)."""
+    from kernelcup.harness.integrity import Watch
+    from kernelcup.harness.problem import Problem, ProblemError
 
     order, _ = channel.recv(max_payload=0)
     if order.get("op") != "load":
-        return 0
+        return None
     load_began = time.monotonic()
     workdir = Path(str(order["workdir"]))
-    submission_file = str(order["submission"])
     os.environ.update({str(k): str(v) for k, v in dict(order.get("env") or {}).items()})
     os.chdir(workdir)
     try:
         problem = Problem(workdir)
     except ProblemError as exc:
         channel.send({"msg": "problem_error", "error": str(exc)})
-        return 0
-
+        return None
     group: Any = None
     if rank >= 0:
         from kernelcup.harness import rank_child
@@ -238,15 +238,13 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
             group = rank_child.join(dict(order.get("rendezvous") or {}), rank, device, workdir)
         except Exception as exc:
             channel.send({"msg": "internal_error", "error": f"rank {rank} could not join its group: {exc}"})
-            return 0
-    from kernelcup.harness.integrity import Watch
-
+            return None
     # What the submission must leave as it is.
     watch = Watch.before_submission(workdir, {"the problem": problem, "the timer": timer, "the samples": witnesses})
     channel.send({"msg": "loading"})
-    kernel = _load_submission(channel, workdir / submission_file)
+    kernel = _load_submission(channel, workdir / str(order["submission"]))
     if kernel is None:
-        return 0
+        return None
     # No automatic garbage collection from here on: a collection triggered by the garbage of a
     # timed call would land in the untimed part of a later order and make the harness's clock
     # cross-check see time the child did not report. Collections run between cases instead;
@@ -257,157 +255,186 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
     info = {**_device_info(device), "isolation": isolation}
     load_s = round(time.monotonic() - load_began, 3)  # the problem, the group, the submission's import
     channel.send({"msg": "ready", "device": str(device), "info": info, "load_s": load_s})
+    return Orders(channel, device, timer, problem, kernel, witnesses, watch, group)
 
-    staging: Any = None
-    ipc_failed = group is not None  # ranks ship their outputs as bytes, to the harness's rank processes
-    kept: Any = None
-    witness: Any = None
-    inputs_seen: list[Any] = []
-    last_input_bytes = 0
-    device_name = str(device) if group is not None and device.type == "cuda" else device.type
 
-    def announce_call() -> None:
-        channel.send({"msg": "calling"})
+class Orders:
+    """The harness's orders to a loaded job, one at a time, until ``exit``: ``run`` (a checked
+    call), ``warmup``, ``time`` (a timed call), ``time_rank`` (a multi-GPU timed call) and
+    ``ship`` (the output of the last timed call, sent for checking)."""
 
-    def intact() -> None:
-        changed = watch.changed()
-        if changed:
-            raise _Tampered(changed)
+    def __init__(self, channel: Any, device: Any, timer: Any, problem: Any, kernel: Any, witnesses: Any,
+                 watch: Any, group: Any) -> None:
+        import torch
 
-    def generate(message: dict[str, Any]) -> Any:
-        intact()
+        self.channel, self.device, self.timer, self.problem = channel, device, timer, problem
+        self.kernel, self.witnesses, self.watch, self.group = kernel, witnesses, watch, group
+        self.oom_types: tuple[type[BaseException], ...] = (MemoryError, torch.cuda.OutOfMemoryError)
+        # Where inputs are made: a rank's own card, else the device's kind ("cuda", "cpu").
+        self.device_name = str(device) if group is not None and device.type == "cuda" else device.type
+        self.staging: Any = None
+        self.ipc_failed = group is not None  # ranks ship their outputs as bytes, to the harness's rank processes
+        self.kept: Any = None  # the last timed call's output, until it is shipped
+        self.witness: Any = None  # what that output held right after the call
+        self.inputs_seen: list[Any] = []  # samples of that call's inputs, taken as they were made
+
+    def serve(self) -> int:
+        handlers = {"run": self.run, "warmup": self.warm_up, "time": self.time, "ship": self.ship_kept}
+        if self.group is not None:
+            handlers["time_rank"] = self.time_rank
+        while True:
+            message, _ = self.channel.recv(max_payload=0)
+            op = message.get("op")
+            if self.group is not None:
+                self.group.new_order()
+            if op == "exit":
+                return 0
+            handler = handlers.get(str(op))
+            try:
+                if handler is None:
+                    self.channel.send({"msg": "internal_error", "error": f"unknown op {op!r}"})
+                else:
+                    handler(message)
+            except _ProblemFailure as exc:
+                self.channel.send({"msg": "problem_error", "error": str(exc)})
+            except _Tampered as exc:
+                self.channel.send({"msg": "tampered", "error": str(exc)})
+            except BaseException as exc:
+                print(_format_exception(exc), file=sys.stderr)
+                self.channel.send({"msg": "exception", "kind": _classify(exc, self.oom_types),
+                                   "error": f"{type(exc).__name__}: {exc}"[:2000]})
+
+    # --- the orders ------------------------------------------------------------------------------
+
+    def run(self, message: dict[str, Any]) -> None:
+        import torch
+
+        from kernelcup.harness import fingerprint
+
+        self.kept = None
+        data = self.generate(message)
+        input_bytes = _nbytes_of(data)
+        data_print = fingerprint.fingerprint(data)
+        if self.device.type == "cuda":  # after the fingerprint: its temporaries are freed too
+            _poison_cuda_cache(3 * input_bytes)
+        self.timer.synchronize()
+        output = self.kernel(data)
+        self.timer.synchronize()
+        del data
+        self.ship(output, data_print)
+        del output
+        if self.device.type == "cuda":  # the harness's check runs next and may need the memory
+            torch.cuda.empty_cache()
+
+    def warm_up(self, message: dict[str, Any]) -> None:
+        from kernelcup.harness import timing
+
+        pinned = _pin_if_asked(message)
+        self.kept = None
+        gc.collect()
+        fresh_inputs = functools.partial(self.generate, message)
+        warm = timing.warm_up(self.timer, self.kernel, fresh_inputs, float(message["min_s"]), float(message["max_s"]))
+        self.channel.send({"msg": "warm", **warm.__dict__, **({"cores": pinned} if pinned is not None else {})})
+
+    def time(self, message: dict[str, Any]) -> None:
+        pinned = _pin_if_asked(message)
+        self.kept = self.witness = None
+        self.timer.start_record()  # other threads' launches while the inputs are made are seen too
+        data = self.generate(message)
+        self.inputs_seen = self.witnesses.take_each(data)  # before anything of the submission's runs
+        reading = self.timer.time_call(self.kernel, data, self._announce_call)
+        self.kept = reading.output
+        # Before anything lets another thread run (the message below): what the output holds now.
+        self.witness = self.witnesses.take(self.kept)
+        self.channel.send({
+            "msg": "timed", "time_ns": reading.time_ns, "host_ns": reading.host_ns,
+            "outside_ns": reading.outside_ns, "idle_share": reading.idle_share, "waited": reading.waited,
+            "activities": reading.activities, "streams": reading.streams, "complete": reading.complete,
+            **({"cores": pinned} if pinned is not None else {}),
+        })
+
+    def time_rank(self, message: dict[str, Any]) -> None:
+        self.kept = self.witness = None
+        self.inputs_seen = []
+        self.timer.start_record()
+        data = self.generate(message)
+        reading = self.group.time_call(self.kernel, data, self.timer)
+        self.kept = reading.pop("output")
+        self.channel.send({"msg": "timed", **reading})
+
+    def ship_kept(self, message: dict[str, Any]) -> None:
+        self._intact()
+        if self.witnesses.changed(self.witness, self.kept):
+            self.channel.send({"msg": "bad_output", "error": LATE_WORK})
+        else:
+            self.ship(self.kept, None, [w.to_message() for w in self.inputs_seen])
+        self.kept = self.witness = None
+
+    # --- what the orders share -------------------------------------------------------------------
+
+    def generate(self, message: dict[str, Any]) -> Any:
+        """A case's inputs, made by the leaderboard's generator, with the harness's code checked
+        unchanged before and after (``harness/integrity.py``)."""
+        self._intact()
         try:
-            data = problem.generate(dict(message["kwargs"]), device_name)
+            data = self.problem.generate(dict(message["kwargs"]), self.device_name)
         except Exception as exc:
             raise _ProblemFailure(f"generate_input failed: {type(exc).__name__}: {exc}") from exc
-        intact()
+        self._intact()
         return data
 
-    def ship(output: Any, data_print: Any, inputs: list[dict[str, Any]] | None = None) -> None:
-        nonlocal staging, ipc_failed
+    def ship(self, output: Any, data_print: Any, inputs: list[dict[str, Any]] | None = None) -> None:
+        """An output to the harness: through the staging buffer it lends (CUDA IPC) where it can,
+        else as bytes on the channel."""
+        from kernelcup.harness import transfer
+
         try:
             tree, tensors = transfer.flatten(output)
         except transfer.OutputError as exc:
-            channel.send({"msg": "bad_output", "error": str(exc)})
+            self.channel.send({"msg": "bad_output", "error": str(exc)})
             return
         needed = transfer.staging_bytes_needed(tensors)
-        if needed and not ipc_failed and (staging is None or staging.nbytes < needed):
-            channel.send({"msg": "need_staging", "nbytes": needed})
-            reply, _ = channel.recv(max_payload=0)
-            if reply.get("op") == "staging":
-                try:
-                    from kernelcup.harness.cudaipc import BorrowedBuffer
-
-                    if staging is not None:
-                        staging.close()
-                    staging = BorrowedBuffer(str(reply["handle"]), int(reply["nbytes"]))
-                except Exception as exc:
-                    staging = None
-                    ipc_failed = True
-                    # A fact for the operator (the result's system notes, the runner's log),
-                    # not a box in the contestant's stderr.
-                    note = f"outputs copied through the host: CUDA IPC unavailable ({exc})"
-                    channel.send({"msg": "notice", "text": note})
+        if needed and not self.ipc_failed and (self.staging is None or self.staging.nbytes < needed):
+            self._borrow_staging(needed)
+        staging = self.staging
         buffer = staging.tensor if staging is not None and staging.nbytes >= needed else None
         placements, payload = transfer.pack(tensors, buffer)
-        synchronize()
-        channel.send(
-            {
-                "msg": "output",
-                "tree": tree,
-                "placements": placements,
-                "fingerprint": data_print,
-                "inputs": inputs or [],
-            },
-            payload,
-        )
+        self.timer.synchronize()
+        self.channel.send({"msg": "output", "tree": tree, "placements": placements, "fingerprint": data_print,
+                           "inputs": inputs or []}, payload)
 
-    while True:
-        message, _ = channel.recv(max_payload=0)
-        op = message.get("op")
-        if group is not None:
-            group.new_order()
+    def _borrow_staging(self, needed: int) -> None:
+        self.channel.send({"msg": "need_staging", "nbytes": needed})
+        reply, _ = self.channel.recv(max_payload=0)
+        if reply.get("op") != "staging":
+            return
         try:
-            if op == "exit":
-                return 0
-            if op == "run":
-                kept = None
-                data = generate(message)
-                last_input_bytes = transfer.nbytes_of(data)
-                data_print = fp.fingerprint(data)
-                if device.type == "cuda":  # after the fingerprint: its temporaries are freed too
-                    _poison_cuda_cache(3 * last_input_bytes)
-                synchronize()
-                output = kernel(data)
-                synchronize()
-                del data
-                ship(output, data_print)
-                del output
-                if device.type == "cuda":  # the harness's check runs next and may need the memory
-                    torch.cuda.empty_cache()
-            elif op == "warmup":
-                pinned = _pin_if_asked(message)
-                kept = None
-                gc.collect()
-                fresh_inputs = functools.partial(generate, message)
-                warm = timing.warm_up(timer, kernel, fresh_inputs, float(message["min_s"]), float(message["max_s"]))
-                channel.send({"msg": "warm", **warm.__dict__, **({"cores": pinned} if pinned is not None else {})})
-            elif op == "time":
-                pinned = _pin_if_asked(message)
-                kept = witness = None
-                timer.start_record()  # other threads' launches while the inputs are made are seen too
-                data = generate(message)
-                inputs_seen = witnesses.take_each(data)  # before anything of the submission's runs
-                reading = timer.time_call(kernel, data, announce_call)
-                kept = reading.output
-                # Before anything lets another thread run (the message below): what the output holds now.
-                witness = witnesses.take(kept)
-                channel.send(
-                    {
-                        "msg": "timed",
-                        "time_ns": reading.time_ns,
-                        "host_ns": reading.host_ns,
-                        "outside_ns": reading.outside_ns,
-                        "idle_share": reading.idle_share,
-                        "waited": reading.waited,
-                        "activities": reading.activities,
-                        "streams": reading.streams,
-                        "complete": reading.complete,
-                        **({"cores": pinned} if pinned is not None else {}),
-                    }
-                )
-                del data, reading
-            elif op == "time_rank" and group is not None:
-                kept = witness = None
-                inputs_seen = []
-                timer.start_record()
-                data = generate(message)
-                reading = group.time_call(kernel, data, timer)
-                kept = reading.pop("output")
-                channel.send({"msg": "timed", **reading})
-                del data
-            elif op == "ship":
-                intact()
-                if witnesses.changed(witness, kept):
-                    channel.send({"msg": "bad_output", "error": LATE_WORK})
-                else:
-                    ship(kept, None, [w.to_message() for w in inputs_seen])
-                kept = witness = None
-            else:
-                channel.send({"msg": "internal_error", "error": f"unknown op {op!r}"})
-        except _ProblemFailure as exc:
-            channel.send({"msg": "problem_error", "error": str(exc)})
-        except _Tampered as exc:
-            channel.send({"msg": "tampered", "error": str(exc)})
-        except BaseException as exc:
-            print(_format_exception(exc), file=sys.stderr)
-            channel.send(
-                {
-                    "msg": "exception",
-                    "kind": _classify(exc, oom_types),
-                    "error": f"{type(exc).__name__}: {exc}"[:2000],
-                }
-            )
+            from kernelcup.harness.cudaipc import BorrowedBuffer
+
+            if self.staging is not None:
+                self.staging.close()
+            self.staging = BorrowedBuffer(str(reply["handle"]), int(reply["nbytes"]))
+        except Exception as exc:
+            self.staging = None
+            self.ipc_failed = True
+            # A fact for the operator (the result's system notes, the runner's log), not a box in
+            # the contestant's stderr.
+            note = f"outputs copied through the host: CUDA IPC unavailable ({exc})"
+            self.channel.send({"msg": "notice", "text": note})
+
+    def _intact(self) -> None:
+        changed = self.watch.changed()
+        if changed:
+            raise _Tampered(changed)
+
+    def _announce_call(self) -> None:
+        self.channel.send({"msg": "calling"})
+
+
+def _nbytes_of(data: Any) -> int:
+    from kernelcup.harness import transfer
+
+    return int(transfer.nbytes_of(data))
 
 
 class _ProblemFailure(Exception):

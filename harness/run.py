@@ -411,6 +411,16 @@ def _run_benchmarks(
         for position, index in enumerate(split):
             if deadline - time.monotonic() > needed_s:
                 time_one(rounds, index, len(split) - position, 0)
+    _score(children, problem, spec, result, timings, rounds_run, rounds)
+
+
+def _score(children: Children, problem: Any, spec: JobSpec, result: Result,
+           timings: list[list[Any]], rounds_run: int, rounds: int) -> None:
+    """Each case's rounds combined into its result, the score over the cases, and the verdict."""
+    from kernelcup.harness import benchmark
+
+    cases = spec.task.benchmarks
+    ranked = spec.mode is Mode.RANKED
     l2_bytes = benchmark.l2_of(children.session)
     medians: list[float] = []
     for index, case in enumerate(cases):

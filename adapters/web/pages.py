@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from fastapi import APIRouter, Form
 from fastapi import Request as HttpRequest
@@ -21,6 +21,7 @@ from kernelcup.adapters.web.auth import ANONYMOUS, COOKIE, AnyViewer, App, Viewe
 from kernelcup.adapters.web.charts import Point, Series, score_chart
 from kernelcup.adapters.web.csrf import FORM_COOKIE, check_form, form_nonce
 from kernelcup.adapters.web.logs import LogGate, Reads
+from kernelcup.adapters.web.settings import WebSettings
 from kernelcup.core.access.web_sessions import LIFETIME as SESSION_LIFETIME
 from kernelcup.core.access.web_sessions import end_session, open_session
 from kernelcup.core.app import Kernelcup
@@ -43,11 +44,48 @@ def make_templates() -> Jinja2Templates:
     return templates
 
 
-def page_router(templates: Jinja2Templates) -> APIRouter:
-    router = APIRouter(include_in_schema=False)
+class Render(Protocol):
+    def __call__(self, request: HttpRequest, name: str, viewer: Viewer, app: Kernelcup,
+                 **context: Any) -> HTMLResponse: ...
 
+
+def page_router(templates: Jinja2Templates) -> APIRouter:
     def render(request: HttpRequest, name: str, viewer: Viewer, app: Kernelcup, **context: Any) -> HTMLResponse:
         return templates.TemplateResponse(request, name, {"viewer": viewer, "now": app.now(), **context})
+
+    router = APIRouter(include_in_schema=False)
+    router.include_router(_reading_pages(render))
+    router.include_router(_signin_pages(render))
+    return router
+
+
+def _leaderboard_page(app: Kernelcup, web: WebSettings, viewer: Viewer, name: str) -> dict[str, Any]:
+    detail = boards.leaderboard_detail(app, web, viewer, name)
+    ranked = boards.rankings(app, viewer, name, None, limit=50)
+    charts = {
+        r.gpu: score_chart(
+            [Series("best", [Point(p.at, p.score_s, f"{p.user_name} · {format_seconds(p.score_s)} · "
+                                                    f"#{p.submission_id}")
+                             for p in boards.history(app, viewer, name, r.gpu)])],
+            title=f"Best score on {r.gpu} over time", now=app.now())
+        for r in ranked
+    }
+    return {"board": detail, "rankings": ranked, "charts": charts}
+
+
+def _user_page(app: Kernelcup, web: WebSettings, viewer: Viewer, user_id: int) -> dict[str, Any]:
+    person = submissions.user_detail(app, web, viewer, user_id)
+    progress = submissions.user_progress(app, viewer, user_id)
+    charts = [
+        (board, gpu, score_chart([Series("best so far", [Point(at, score) for at, score in points])],
+                                 title=f"{person.name} on {board} ({gpu})", now=app.now()))
+        for (board, gpu), points in list(progress.items())[:MAX_PROGRESS_CHARTS]
+    ]
+    return {"person": person, "charts": charts}
+
+
+def _reading_pages(render: Render) -> APIRouter:
+    router = APIRouter(include_in_schema=False)
 
     @router.get("/", response_class=HTMLResponse)
     async def home(request: HttpRequest, viewer: AnyViewer, app: App, web: Web) -> HTMLResponse:
@@ -57,20 +95,7 @@ def page_router(templates: Jinja2Templates) -> APIRouter:
     @router.get("/leaderboards/{name}", response_class=HTMLResponse)
     async def leaderboard(request: HttpRequest, name: str, viewer: AnyViewer, app: App, web: Web,
                           gpu: str | None = None) -> HTMLResponse:
-        def read() -> dict[str, Any]:
-            detail = boards.leaderboard_detail(app, web, viewer, name)
-            ranked = boards.rankings(app, viewer, name, None, limit=50)
-            charts = {
-                r.gpu: score_chart(
-                    [Series("best", [Point(p.at, p.score_s, f"{p.user_name} · {format_seconds(p.score_s)} · "
-                                                            f"#{p.submission_id}")
-                                     for p in boards.history(app, viewer, name, r.gpu)])],
-                    title=f"Best score on {r.gpu} over time", now=app.now())
-                for r in ranked
-            }
-            return {"board": detail, "rankings": ranked, "charts": charts}
-
-        data = await asyncio.to_thread(read)
+        data = await asyncio.to_thread(_leaderboard_page, app, web, viewer, name)
         gpus = [r.gpu for r in data["rankings"]]
         busiest = max(data["rankings"], key=lambda r: len(r.entries)).gpu if gpus else None
         chosen = next((g for g in gpus if gpu and g.lower() == gpu.lower()), busiest)
@@ -78,23 +103,20 @@ def page_router(templates: Jinja2Templates) -> APIRouter:
 
     @router.get("/users/{user_id}", response_class=HTMLResponse)
     async def user(request: HttpRequest, user_id: int, viewer: AnyViewer, app: App, web: Web) -> HTMLResponse:
-        def read() -> dict[str, Any]:
-            person = submissions.user_detail(app, web, viewer, user_id)
-            progress = submissions.user_progress(app, viewer, user_id)
-            charts = [
-                (board, gpu, score_chart([Series("best so far", [Point(at, score) for at, score in points])],
-                                         title=f"{person.name} on {board} ({gpu})", now=app.now()))
-                for (board, gpu), points in list(progress.items())[:MAX_PROGRESS_CHARTS]
-            ]
-            return {"person": person, "charts": charts}
-
-        return render(request, "user.html", viewer, app, **await asyncio.to_thread(read))
+        return render(request, "user.html", viewer, app, **await asyncio.to_thread(_user_page, app, web, viewer,
+                                                                                   user_id))
 
     @router.get("/submissions/{submission_id}", response_class=HTMLResponse)
     async def submission(_: LogGate, request: HttpRequest, submission_id: int, viewer: AnyViewer, app: App,
                          web: Web, reads: Reads) -> HTMLResponse:
         detail = await asyncio.to_thread(submissions.submission_detail, app, web, viewer, reads, submission_id)
         return render(request, "submission.html", viewer, app, sub=detail, outcome=submissions.outcome)
+
+    return router
+
+
+def _signin_pages(render: Render) -> APIRouter:
+    router = APIRouter(include_in_schema=False)
 
     def signin_page(request: HttpRequest, viewer: Viewer, app: Kernelcup, error: str = "") -> HTMLResponse:
         """The form carries a fresh CSRF value, also set in a cookie only this form's POST sees."""
