@@ -11,7 +11,7 @@ import asyncio
 import os
 import sys
 
-from kernelcup.adapters.discord.config import TOKEN_ENV
+from kernelcup.adapters.discord.settings import TOKEN_ENV
 from kernelcup.core.config import load_settings
 from kernelcup.core.errors import SetupError
 

@@ -18,9 +18,9 @@ import discord
 import structlog
 from discord import app_commands
 
-from kernelcup.adapters.discord.config import TOKEN_ENV, DiscordConfig, configured
 from kernelcup.adapters.discord.conversation import Conversations
 from kernelcup.adapters.discord.render import batches, discord_files, render_reply
+from kernelcup.adapters.discord.settings import TOKEN_ENV, DiscordSettings, configured
 from kernelcup.adapters.discord.tree import build_groups
 from kernelcup.core.config import Settings
 from kernelcup.core.messages import Reply
@@ -42,7 +42,7 @@ class DiscordAdapter:
     def __init__(self, settings: Settings, env: Mapping[str, str], *,
                  clock: Callable[[], datetime] = discord.utils.utcnow) -> None:
         self.settings = settings
-        self.config = DiscordConfig.from_settings(settings)
+        self.config = DiscordSettings.from_settings(settings)
         self.token = env.get(TOKEN_ENV, "").strip()
         intents = discord.Intents.none()
         intents.guilds = True

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 import discord
 import structlog
 
-from kernelcup.adapters.discord.config import DiscordConfig
 from kernelcup.adapters.discord.follow import SubmissionFollower, accepted_embed
 from kernelcup.adapters.discord.live import LiveMessage
 from kernelcup.adapters.discord.origin import PREFIX, Origin, user_id_of
 from kernelcup.adapters.discord.render import Rendered, batches, discord_files, render_reply
+from kernelcup.adapters.discord.settings import DiscordSettings
 from kernelcup.adapters.discord.tree import CONFIRM_PARAM, modal_params, options_of
 from kernelcup.adapters.discord.views import Confirm, FieldsModal, GpuMenu, Pager
 from kernelcup.core.commands.catalog import find_command
@@ -74,7 +74,7 @@ def needs_confirmation(cmd: Command, reply: Reply) -> bool:
 
 
 class Conversations:
-    def __init__(self, client: discord.Client, settings: Settings, config: DiscordConfig,
+    def __init__(self, client: discord.Client, settings: Settings, config: DiscordSettings,
                  clock: Callable[[], datetime]) -> None:
         self.client = client
         self.settings = settings

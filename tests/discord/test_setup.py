@@ -10,7 +10,7 @@ import pytest
 from discord import app_commands
 
 from kernelcup.adapters.discord.adapter import DiscordAdapter
-from kernelcup.adapters.discord.config import ConfigError, DiscordConfig
+from kernelcup.adapters.discord.settings import DiscordConfigError, DiscordSettings
 from kernelcup.core.app import Kernelcup
 from kernelcup.core.commands.catalog import commands
 from kernelcup.core.config import Settings, load_settings
@@ -68,7 +68,7 @@ def test_the_adapter_runs_only_with_a_token() -> None:
 def test_ids_can_come_from_an_environment_variable() -> None:
     settings = load_settings(env={"KERNELCUP_DISCORD__GUILD_IDS": "[123, 456]",
                                   "KERNELCUP_DISCORD__SUBMISSION_CHANNELS": "789"})
-    config = DiscordConfig.from_settings(settings)
+    config = DiscordSettings.from_settings(settings)
     assert config.guild_ids == (123, 456) and config.submission_channels == (789,)
 
 
@@ -76,8 +76,8 @@ def test_a_mistyped_key_is_an_error_that_names_it(settings: Settings) -> None:
     from dataclasses import replace
 
     broken = replace(settings, sections={"discord": {"guild_id": [1]}})
-    with pytest.raises(ConfigError, match="guild_id"):
-        DiscordConfig.from_settings(broken)
+    with pytest.raises(DiscordConfigError, match="guild_id"):
+        DiscordSettings.from_settings(broken)
 
 
 async def test_announcements_go_to_the_configured_channel(adapter: DiscordAdapter, fake: FakeDiscord,

@@ -28,12 +28,12 @@ def configured(env: Mapping[str, str]) -> bool:
 ADAPTER = DeferredAdapter("kernelcup.adapters.discord.adapter:DiscordAdapter", configured)
 
 
-class ConfigError(ValueError):
+class DiscordConfigError(ValueError):
     """A value in the ``discord:`` section that cannot be used; the message names the key."""
 
 
 @dataclass(frozen=True)
-class DiscordConfig:
+class DiscordSettings:
     # Servers to register the commands in (they appear at once); none: global commands.
     guild_ids: tuple[int, ...] = ()
     # Channels where /leaderboard submit is taken (and threads under them); none: anywhere.
@@ -52,11 +52,11 @@ class DiscordConfig:
     page_chars: int = 3800
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> DiscordConfig:
+    def from_settings(cls, settings: Settings) -> DiscordSettings:
         raw: Mapping[str, Any] = settings.sections.get(SECTION) or {}
         unknown = set(raw) - set(cls.__dataclass_fields__)
         if unknown:
-            raise ConfigError(f"unknown key(s) in the discord section: {', '.join(sorted(unknown))}")
+            raise DiscordConfigError(f"unknown key(s) in the discord section: {', '.join(sorted(unknown))}")
         defaults = cls()
         return cls(
             guild_ids=snowflakes(raw.get("guild_ids"), "guild_ids"),
@@ -82,13 +82,13 @@ def snowflakes(value: object, key: str) -> tuple[int, ...]:
     elif isinstance(value, list | tuple):
         items = list(value)
     else:
-        raise ConfigError(f"discord.{key} must be a list of ids, not {value!r}")
+        raise DiscordConfigError(f"discord.{key} must be a list of ids, not {value!r}")
     out: list[int] = []
     for item in items:
         try:
             out.append(int(str(item)))
         except ValueError:
-            raise ConfigError(f"discord.{key}: {item!r} is not a Discord id (a number)") from None
+            raise DiscordConfigError(f"discord.{key}: {item!r} is not a Discord id (a number)") from None
     return tuple(out)
 
 
