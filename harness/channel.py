@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import socket
 import time
+from collections.abc import Mapping
 from typing import Any
 
 Message = dict[str, Any]
@@ -45,7 +46,8 @@ class Channel:
     def close(self) -> None:
         self._sock.close()
 
-    def send(self, message: Message, payload: bytes | bytearray | memoryview | None = None) -> None:
+    def send(self, message: Mapping[str, Any], payload: bytes | bytearray | memoryview | None = None) -> None:
+        """One order or message (``protocol.py``), and the bytes that follow it."""
         if payload is not None:
             message = {**message, PAYLOAD_KEY: len(payload)}
         line = json.dumps(message, separators=(",", ":")).encode() + b"\n"

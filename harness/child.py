@@ -27,6 +27,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from kernelcup.harness import protocol
+
 BORN = time.monotonic()  # the start-up the harness budgets for a fresh process counts from here
 MAX_TRACEBACK = 8000
 LATE_WORK = (
@@ -155,7 +157,7 @@ def main(argv: list[str]) -> int:
     except Exception as exc:  # the harness's own code failed in here: report, never hang
         print(_format_exception(exc), file=sys.stderr)
         with contextlib.suppress(OSError):
-            channel.send({"msg": "internal_error", "error": f"{type(exc).__name__}: {exc}"})
+            channel.send(protocol.Failure(msg="internal_error", error=f"{type(exc).__name__}: {exc}"))
         return 71
 
 
@@ -177,7 +179,7 @@ def _start_device(channel: Any, requested_device: str, rank: int) -> Any:
 
     if requested_device == "cuda" or (requested_device == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
-            channel.send({"msg": "no_device", "error": "a GPU was requested but CUDA is not available"})
+            channel.send(protocol.Failure(msg="no_device", error="a GPU was requested but CUDA is not available"))
             return None
         if rank >= 0:
             torch.cuda.set_device(rank)
@@ -205,7 +207,7 @@ def _serve(channel: Any, requested_device: str, isolation: str, rank: int = -1) 
         return 0
     timer = timing.make_timer(device)
     witnesses = Witnesses(device)
-    channel.send({"msg": "started", "device": device.type, "startup_s": round(time.monotonic() - BORN, 3)})
+    channel.send(protocol.Started(msg="started", device=device.type, startup_s=round(time.monotonic() - BORN, 3)))
     orders = _load_job(channel, device, timer, witnesses, isolation, rank)
     if orders is None:
         return 0
@@ -228,7 +230,7 @@ def _load_job(channel: Any, device: Any, timer: Any, witnesses: Any, isolation: 
     try:
         problem = Problem(workdir)
     except ProblemError as exc:
-        channel.send({"msg": "problem_error", "error": str(exc)})
+        channel.send(protocol.Failure(msg="problem_error", error=str(exc)))
         return None
     group: Any = None
     if rank >= 0:
@@ -237,11 +239,11 @@ def _load_job(channel: Any, device: Any, timer: Any, witnesses: Any, isolation: 
         try:
             group = rank_child.join(dict(order.get("rendezvous") or {}), rank, device, workdir)
         except Exception as exc:
-            channel.send({"msg": "internal_error", "error": f"rank {rank} could not join its group: {exc}"})
+            channel.send(protocol.Failure(msg="internal_error", error=f"rank {rank} could not join its group: {exc}"))
             return None
     # What the submission must leave as it is.
     watch = Watch.before_submission(workdir, {"the problem": problem, "the timer": timer, "the samples": witnesses})
-    channel.send({"msg": "loading"})
+    channel.send(protocol.Loading(msg="loading"))
     kernel = _load_submission(channel, workdir / str(order["submission"]))
     if kernel is None:
         return None
@@ -254,7 +256,7 @@ def _load_job(channel: Any, device: Any, timer: Any, witnesses: Any, isolation: 
     gc.disable()
     info = {**_device_info(device), "isolation": isolation}
     load_s = round(time.monotonic() - load_began, 3)  # the problem, the group, the submission's import
-    channel.send({"msg": "ready", "device": str(device), "info": info, "load_s": load_s})
+    channel.send(protocol.Ready(msg="ready", device=str(device), info=info, load_s=load_s))
     return Orders(channel, device, timer, problem, kernel, witnesses, watch, group)
 
 
@@ -292,17 +294,17 @@ class Orders:
             handler = handlers.get(str(op))
             try:
                 if handler is None:
-                    self.channel.send({"msg": "internal_error", "error": f"unknown op {op!r}"})
+                    self.channel.send(protocol.Failure(msg="internal_error", error=f"unknown op {op!r}"))
                 else:
                     handler(message)
             except _ProblemFailure as exc:
-                self.channel.send({"msg": "problem_error", "error": str(exc)})
+                self.channel.send(protocol.Failure(msg="problem_error", error=str(exc)))
             except _Tampered as exc:
-                self.channel.send({"msg": "tampered", "error": str(exc)})
+                self.channel.send(protocol.Failure(msg="tampered", error=str(exc)))
             except BaseException as exc:
                 print(_format_exception(exc), file=sys.stderr)
-                self.channel.send({"msg": "exception", "kind": _classify(exc, self.oom_types),
-                                   "error": f"{type(exc).__name__}: {exc}"[:2000]})
+                self.channel.send(protocol.Raised(msg="exception", kind=_classify(exc, self.oom_types),
+                                                  error=f"{type(exc).__name__}: {exc}"[:2000]))
 
     # --- the orders ------------------------------------------------------------------------------
 
@@ -334,7 +336,11 @@ class Orders:
         gc.collect()
         fresh_inputs = functools.partial(self.generate, message)
         warm = timing.warm_up(self.timer, self.kernel, fresh_inputs, float(message["min_s"]), float(message["max_s"]))
-        self.channel.send({"msg": "warm", **warm.__dict__, **({"cores": pinned} if pinned is not None else {})})
+        answer = protocol.Warm(msg="warm", calls=warm.calls, seconds=warm.seconds, steady=warm.steady,
+                               median_ns=warm.median_ns)
+        if pinned is not None:
+            answer["cores"] = pinned
+        self.channel.send(answer)
 
     def time(self, message: dict[str, Any]) -> None:
         pinned = _pin_if_asked(message)
@@ -346,26 +352,27 @@ class Orders:
         self.kept = reading.output
         # Before anything lets another thread run (the message below): what the output holds now.
         self.witness = self.witnesses.take(self.kept)
-        self.channel.send({
-            "msg": "timed", "time_ns": reading.time_ns, "host_ns": reading.host_ns,
-            "outside_ns": reading.outside_ns, "idle_share": reading.idle_share, "waited": reading.waited,
-            "activities": reading.activities, "streams": reading.streams, "complete": reading.complete,
-            **({"cores": pinned} if pinned is not None else {}),
-        })
+        timed = protocol.Timed(
+            msg="timed", time_ns=reading.time_ns, host_ns=reading.host_ns, outside_ns=reading.outside_ns,
+            idle_share=reading.idle_share, waited=reading.waited, activities=reading.activities,
+            streams=reading.streams, complete=reading.complete,
+        )
+        if pinned is not None:
+            timed["cores"] = pinned
+        self.channel.send(timed)
 
     def time_rank(self, message: dict[str, Any]) -> None:
         self.kept = self.witness = None
         self.inputs_seen = []
         self.timer.start_record()
         data = self.generate(message)
-        reading = self.group.time_call(self.kernel, data, self.timer)
-        self.kept = reading.pop("output")
-        self.channel.send({"msg": "timed", **reading})
+        self.kept, timed = self.group.time_call(self.kernel, data, self.timer)
+        self.channel.send(timed)
 
     def ship_kept(self, message: dict[str, Any]) -> None:
         self._intact()
         if self.witnesses.changed(self.witness, self.kept):
-            self.channel.send({"msg": "bad_output", "error": LATE_WORK})
+            self.channel.send(protocol.BadOutput(msg="bad_output", error=LATE_WORK))
         else:
             self.ship(self.kept, None, [w.to_message() for w in self.inputs_seen])
         self.kept = self.witness = None
@@ -391,7 +398,7 @@ class Orders:
         try:
             tree, tensors = transfer.flatten(output)
         except transfer.OutputError as exc:
-            self.channel.send({"msg": "bad_output", "error": str(exc)})
+            self.channel.send(protocol.BadOutput(msg="bad_output", error=str(exc)))
             return
         needed = transfer.staging_bytes_needed(tensors)
         if needed and not self.ipc_failed and (self.staging is None or self.staging.nbytes < needed):
@@ -400,11 +407,11 @@ class Orders:
         buffer = staging.tensor if staging is not None and staging.nbytes >= needed else None
         placements, payload = transfer.pack(tensors, buffer)
         self.timer.synchronize()
-        self.channel.send({"msg": "output", "tree": tree, "placements": placements, "fingerprint": data_print,
-                           "inputs": inputs or []}, payload)
+        self.channel.send(protocol.Output(msg="output", tree=tree, placements=placements, fingerprint=data_print,
+                                          inputs=inputs or []), payload)
 
     def _borrow_staging(self, needed: int) -> None:
-        self.channel.send({"msg": "need_staging", "nbytes": needed})
+        self.channel.send(protocol.NeedStaging(msg="need_staging", nbytes=needed))
         reply, _ = self.channel.recv(max_payload=0)
         if reply.get("op") != "staging":
             return
@@ -420,7 +427,7 @@ class Orders:
             # A fact for the operator (the result's system notes, the runner's log), not a box in
             # the contestant's stderr.
             note = f"outputs copied through the host: CUDA IPC unavailable ({exc})"
-            self.channel.send({"msg": "notice", "text": note})
+            self.channel.send(protocol.Notice(msg="notice", text=note))
 
     def _intact(self) -> None:
         changed = self.watch.changed()
@@ -428,7 +435,7 @@ class Orders:
             raise _Tampered(changed)
 
     def _announce_call(self) -> None:
-        self.channel.send({"msg": "calling"})
+        self.channel.send(protocol.Calling(msg="calling"))
 
 
 def _nbytes_of(data: Any) -> int:
@@ -484,7 +491,7 @@ def _load_submission(channel: Any, path: Path) -> Any:
     try:
         return load_submission(path)
     except LoadError as exc:
-        channel.send({"msg": "load_error", "kind": exc.kind, "error": str(exc)})
+        channel.send(protocol.LoadFailure(msg="load_error", kind=exc.kind, error=str(exc)))
         return None
 
 

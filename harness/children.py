@@ -22,8 +22,9 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
+from kernelcup.harness import protocol
 from kernelcup.harness.process import PROFILE_ENV, PYTHON_FLAGS, Child, child_environment, spawn
 from kernelcup.harness.reporting import attach_process_outputs
 from kernelcup.harness.spec import JobSpec, Result, Status
@@ -106,14 +107,10 @@ def start_python_child(workspace: Workspace, device: str) -> Child:
     return spawn(command, workspace.work, workspace.identity, env, workspace.sandbox)
 
 
-def load_order(spec: JobSpec, workspace: Workspace) -> dict[str, Any]:
+def load_order(spec: JobSpec, workspace: Workspace) -> protocol.Load:
     """The child's ``load`` order: where the job is, and the per-submission build caches."""
-    return {
-        "op": "load",
-        "workdir": str(workspace.work),
-        "submission": spec.submission_name,
-        "env": build_cache_env(spec, workspace),
-    }
+    return protocol.Load(op="load", workdir=str(workspace.work), submission=spec.submission_name,
+                         env=build_cache_env(spec, workspace))
 
 
 def wanted(spec_device: str, started: str) -> bool:

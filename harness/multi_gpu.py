@@ -27,7 +27,7 @@ import random
 import time
 from typing import Any
 
-from kernelcup.harness import benchmark, scoring, stats
+from kernelcup.harness import benchmark, protocol, scoring, stats
 from kernelcup.harness import fingerprint as fp
 from kernelcup.harness.benchmark import BENCHMARK_PLAN, RANKED_PLAN, CaseTiming
 from kernelcup.harness.children import may_start_again, started_again_note, time_share
@@ -176,13 +176,10 @@ def _start(spec: JobSpec, workspace: Workspace, group: RankGroup, result: Result
     group.activity = STARTING
     group.gather(group.ranks, ("started",))
     port = free_port()
-    order = {
-        "op": "load",
-        "workdir": str(workspace.work),
-        "submission": spec.submission_name,
-        "env": build_cache_env(spec, workspace),
-        "rendezvous": {"world_size": group.world_size, "port": port, "timeout_s": spec.timeout_s + 60},
-    }
+    order = protocol.Load(
+        op="load", workdir=str(workspace.work), submission=spec.submission_name, env=build_cache_env(spec, workspace),
+        rendezvous={"world_size": group.world_size, "port": port, "timeout_s": spec.timeout_s + 60},
+    )
     group.tell(group.ranks, [order] * group.world_size)
     group.gather(group.checkers, ("ready",))
     group.gather(group.ranks, ("loading",))
@@ -201,17 +198,15 @@ def _rank_kwargs(kwargs: dict[str, Any], world_size: int) -> list[dict[str, Any]
     return [{**base, "rank": rank} for rank in range(world_size)]
 
 
-def _checked_call(
-    group: RankGroup, per_rank: list[dict[str, Any]], op: dict[str, Any] | None
-) -> list[tuple[bool, str]]:
-    """Run one checked call on every rank (``op``: a ``run`` order; None: ship the last timed
-    call's output) and judge each rank's output with the reference ranks."""
+def _checked_call(group: RankGroup, per_rank: list[dict[str, Any]], run: bool) -> list[tuple[bool, str]]:
+    """Run one checked call on every rank (``run``; else ship the last timed call's output) and
+    judge each rank's output with the reference ranks."""
     assert group.ranks is not None and group.checkers is not None
     group.tell(group.checkers, [{"op": "generate", "kwargs": kw} for kw in per_rank])
-    if op is not None:
-        group.tell(group.ranks, [{**op, "kwargs": kw} for kw in per_rank])
+    if run:
+        group.tell(group.ranks, [protocol.Run(op="run", kwargs=kw) for kw in per_rank])
     else:
-        group.tell(group.ranks, [{"op": "ship"}] * group.world_size)
+        group.tell(group.ranks, [protocol.Ship(op="ship")] * group.world_size)
     shipped = group.gather(group.ranks, ("output", "bad_output"))
     generated = group.gather(group.checkers, ("generated",))
     verdicts: list[tuple[bool, str]] = [(True, "")] * group.world_size
@@ -220,7 +215,7 @@ def _checked_call(
     for rank, ((message, payload), (made, _)) in enumerate(zip(shipped, generated, strict=True)):
         if message.get("msg") == "bad_output":
             verdicts[rank] = (False, str(message.get("error", "bad output"))[:600])
-        elif op is not None and not fp.same(message.get("fingerprint"), made.get("fingerprint")):
+        elif run and not fp.same(message.get("fingerprint"), made.get("fingerprint")):
             verdicts[rank] = (False, "custom_kernel received inputs that differ from the generated ones "
                                      "(tampered with before the call)")
         usable = verdicts[rank][0]
@@ -249,7 +244,7 @@ def _run_tests(spec: JobSpec, group: RankGroup, seeds: SeedPlan, result: Result,
         kwargs = seeds.case(case, "test")
         label = f"test {index + 1} of {total} ({describe_case(kwargs)})"
         group.activity = f"in {label}"
-        ok, message = _summary(_checked_call(group, _rank_kwargs(kwargs, group.world_size), {"op": "run"}))
+        ok, message = _summary(_checked_call(group, _rank_kwargs(kwargs, group.world_size), True))
         result.tests.append(CaseResult(case=kwargs, passed=ok, message=message))
         emit(Progress("testing", index + 1, total))
         if not ok and not first_failure:
@@ -261,7 +256,7 @@ def _run_tests(spec: JobSpec, group: RankGroup, seeds: SeedPlan, result: Result,
 def _timed_call(group: RankGroup, per_rank: list[dict[str, Any]]) -> list[float]:
     """One barrier-aligned call on every rank: each rank's time in ns."""
     assert group.ranks is not None
-    group.tell(group.ranks, [{"op": "time_rank", "kwargs": kw} for kw in per_rank])
+    group.tell(group.ranks, [protocol.TimeRank(op="time_rank", kwargs=kw) for kw in per_rank])
     times = []
     for rank, (message, _) in enumerate(group.gather(group.ranks, ("timed",))):
         value = message.get("time_ns")
@@ -295,7 +290,7 @@ def _time_case(
         kwargs = seeds.case(case, "bench" + tag, index)
         times = _timed_call(group, _rank_kwargs(kwargs, group.world_size))
         if index == 0 or rng.random() < plan.recheck_probability:
-            ok, message = _summary(_checked_call(group, _rank_kwargs(kwargs, group.world_size), None))
+            ok, message = _summary(_checked_call(group, _rank_kwargs(kwargs, group.world_size), False))
             if not ok:
                 raise RunEnded(Status.FAILED, f"{label} (timed call {index + 1}) gave a wrong answer: {message}")
         calls.append(max(times))

@@ -27,6 +27,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from kernelcup.harness.protocol import RankTimed
+
 COUNTER_FILE = ".kernelcup-rank{rank}.collectives"
 # The collectives a submission may call through torch.distributed; calls are counted on entry.
 COUNTED = (
@@ -91,18 +93,14 @@ class Group:
             self._barrier()
         synchronize()
 
-    def time_call(self, kernel: Any, data: Any, timer: Any) -> dict[str, Any]:
+    def time_call(self, kernel: Any, data: Any, timer: Any) -> tuple[Any, RankTimed]:
         """One call started on all ranks at once: L2 flushed, this group's barrier and a
         synchronize, then the call, timed from this rank's own GPU record (``harness/timing.py``),
         so work a rank hides on a side stream or leaves to a collective it never waits on is in
-        its time."""
+        its time. The output, and what the harness is told."""
         reading = timer.time_call(kernel, data, lambda: self.barrier(timer.synchronize))
-        return {
-            "time_ns": float(reading.time_ns),
-            "outside_ns": float(reading.outside_ns),
-            "complete": reading.complete,
-            "output": reading.output,
-        }
+        return reading.output, RankTimed(msg="timed", time_ns=float(reading.time_ns),
+                                         outside_ns=float(reading.outside_ns), complete=reading.complete)
 
 
 def join(rendezvous: dict[str, Any], rank: int, device: Any, workdir: Path) -> Group:

@@ -26,9 +26,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernelcup.harness import protocol
 from kernelcup.harness.channel import Channel, ChannelClosed, ProtocolError
 from kernelcup.harness.process import (
     IMPORT_ROOT,
@@ -101,7 +103,7 @@ class Side:
         for rank, channel in enumerate(self.channels):
             Reader(rank, channel, self.inbox).start()
 
-    def send(self, rank: int, message: dict[str, Any], payload: bytes | None = None) -> bool:
+    def send(self, rank: int, message: Mapping[str, Any], payload: bytes | None = None) -> bool:
         try:
             self.channels[rank].send(message, payload)
             return True
@@ -229,7 +231,7 @@ class RankGroup:
 
     # --- the conversation ------------------------------------------------------------------------
 
-    def tell(self, side: Side, orders: list[dict[str, Any]], payloads: list[bytes | None] | None = None) -> None:
+    def tell(self, side: Side, orders: Sequence[Mapping[str, Any]], payloads: list[bytes | None] | None = None) -> None:
         for rank, order in enumerate(orders):
             side.send(rank, order, payloads[rank] if payloads else None)
 
@@ -354,7 +356,7 @@ class RankGroup:
         for side in (self.ranks, self.checkers):
             if side is not None:
                 for rank in range(self.world_size):
-                    side.send(rank, {"op": "exit"})
+                    side.send(rank, protocol.Exit(op="exit"))
         if self.launcher is not None:
             _kill_session(self.launcher)
             with contextlib.suppress(subprocess.TimeoutExpired):

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kernelcup.harness import scoring, stats
+from kernelcup.harness import protocol, scoring, stats
 from kernelcup.harness.children import Children, start_python_child, time_share
 from kernelcup.harness.evaluators import uses_own_evaluator
 from kernelcup.harness.process import Child, Identity, child_identity
@@ -56,7 +56,7 @@ class Prepared:
     def discard_child(self) -> None:
         if self.child is not None:
             with contextlib.suppress(OSError):
-                self.child.channel.send({"op": "exit"})
+                self.child.channel.send(protocol.Exit(op="exit"))
             self.child.finish()
             self.child = None
 

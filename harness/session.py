@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from kernelcup.harness import cpus, transfer
+from kernelcup.harness import cpus, protocol, transfer
 from kernelcup.harness.channel import ChannelClosed, ChannelTimeout, Message, ProtocolError
 from kernelcup.harness.process import Child, describe_exit, sandbox_failure
 from kernelcup.harness.sandbox import SETUP_FAILED
@@ -77,7 +77,7 @@ class Session:
 
     # --- low level -------------------------------------------------------------------------
 
-    def _send(self, message: Message) -> None:
+    def _send(self, message: protocol.Order) -> None:
         try:
             self.child.channel.send(message)
         except OSError:
@@ -146,7 +146,7 @@ class Session:
             self.startup_s = float(startup)
         return str(message.get("device", ""))
 
-    def load(self, order: Message) -> None:
+    def load(self, order: protocol.Load) -> None:
         """Hand the started child its job: the directory, the submission, the build caches."""
         self._send(order)
 
@@ -164,7 +164,7 @@ class Session:
 
     def start_run(self, kwargs: dict[str, Any]) -> None:
         """Order a checked call; collect its output with :meth:`collect`."""
-        self._send({"op": "run", "kwargs": kwargs})
+        self._send(protocol.Run(op="run", kwargs=kwargs))
 
     def collect(self, max_payload: int) -> Shipped:
         while True:
@@ -204,7 +204,7 @@ class Session:
             or self._ipc_broken
             or os.environ.get("KERNELCUP_HARNESS_IPC") == "0"  # operator switch: copy via the host
         ):
-            self._send({"op": "no_staging"})
+            self._send(protocol.NoStaging(op="no_staging"))
             return
         try:
             from kernelcup.harness.cudaipc import SharedBuffer
@@ -218,20 +218,20 @@ class Session:
             buffer = SharedBuffer(max(nbytes, 1 << 20))
         except Exception:
             self._ipc_broken = True
-            self._send({"op": "no_staging"})
+            self._send(protocol.NoStaging(op="no_staging"))
             return
         self._staging.append(buffer)
-        self._send({"op": "staging", "handle": buffer.handle_hex, "nbytes": buffer.nbytes})
+        self._send(protocol.Staging(op="staging", handle=buffer.handle_hex, nbytes=buffer.nbytes))
 
     def warm_up(self, kwargs: dict[str, Any], min_s: float, max_s: float) -> Message:
-        order: Message = {"op": "warmup", "kwargs": kwargs, "min_s": min_s, "max_s": max_s}
+        order = protocol.WarmUp(op="warmup", kwargs=kwargs, min_s=min_s, max_s=max_s)
         self._pin(order)  # the warm-up runs on the core that times
         self._send(order)
         message, _ = self._expect("warm")
         self._read_cores(order, message)
         return message
 
-    def _pin(self, order: Message) -> None:
+    def _pin(self, order: protocol.WarmUp | protocol.Time) -> None:
         """From the first warm-up or timed call on, the child's calling thread on its timing
         core (harness/cpus.py); tests, loading and compiling before it keep every other core."""
         if self._pinned:
@@ -242,14 +242,14 @@ class Session:
             self._harness_cores = chosen[0]
             order["cpu"] = chosen[1]
 
-    def _read_cores(self, order: Message, message: Message) -> None:
+    def _read_cores(self, order: protocol.WarmUp | protocol.Time, message: Message) -> None:
         if "cpu" in order:
             read = message.get("cores")
             cores = [c for c in read if isinstance(c, int)] if isinstance(read, list) else []
             self.timing_cores = cpus.describe(cores, self._harness_cores)
 
     def time_call(self, kwargs: dict[str, Any]) -> Timed:
-        order: Message = {"op": "time", "kwargs": kwargs}
+        order = protocol.Time(op="time", kwargs=kwargs)
         self._pin(order)
         start = time.perf_counter_ns()
         self._send(order)
@@ -274,9 +274,9 @@ class Session:
         return Timed(time_ns, host, window, call, outside, min(idle, 1.0), waited, activities, streams)
 
     def ship(self, max_payload: int) -> Shipped:
-        self._send({"op": "ship"})
+        self._send(protocol.Ship(op="ship"))
         return self.collect(max_payload)
 
     def exit(self) -> None:
         with contextlib.suppress(OSError):
-            self.child.channel.send({"op": "exit"})
+            self.child.channel.send(protocol.Exit(op="exit"))

@@ -14,7 +14,7 @@ from pathlib import Path
 HARNESS = Path(__file__).resolve().parents[2] / "harness"
 ENTRIES = ("child", "rank_child", "profile_child")
 INSIDE = frozenset({
-    "channel", "child", "cpus", "cudaipc", "cupti", "fingerprint", "integrity", "problem", "profile_child",
+    "channel", "child", "cpus", "cudaipc", "cupti", "fingerprint", "integrity", "problem", "profile_child", "protocol",
     "rank_child", "record", "sandbox", "spec", "stats", "timing", "transfer", "verdict", "witness",
 })
 
