@@ -30,16 +30,16 @@ from typing import Any
 from kernelcup.harness import benchmark, protocol, scoring, stats
 from kernelcup.harness import fingerprint as fp
 from kernelcup.harness.benchmark import BENCHMARK_PLAN, RANKED_PLAN, CaseTiming
-from kernelcup.harness.children import may_start_again, started_again_note, time_share
+from kernelcup.harness.children import may_start_again, started_again_note
 from kernelcup.harness.rank_group import RankGroup, free_port
 from kernelcup.harness.reporting import Emit
+from kernelcup.harness.rounds import Rounds
 from kernelcup.harness.seeds import SeedPlan
 from kernelcup.harness.spec import CaseResult, JobSpec, Mode, Progress, Result, Status
 from kernelcup.harness.verdict import RunEnded, describe_case, format_seconds
 from kernelcup.harness.workspace import Workspace, build_cache_env
 
 WARMUP_CALLS = {Mode.BENCHMARK: 3, Mode.RANKED: 5}
-RANKED_ROUNDS = 2
 # A ranked round starts its own group of ranks where the time left holds this many starts like
 # the job's first (and the round's cases their shares besides).
 FRESH_STARTS_NEEDED = 3.0
@@ -126,8 +126,14 @@ class Groups:
         needed_s = FRESH_STARTS_NEEDED * self.startup_s
         return failed_early and may_start_again(ended, bool(self.restarts), left_s, needed_s)
 
-    def fresh_affordable(self) -> bool:
-        return self.deadline - time.monotonic() >= FRESH_STARTS_NEEDED * self.startup_s
+    def startup_estimate(self) -> float:
+        return FRESH_STARTS_NEEDED * self.startup_s
+
+    def fresh_affordable(self, needed_after_s: float = 0.0) -> bool:
+        return self.deadline - time.monotonic() >= self.startup_estimate() + needed_after_s
+
+    def fresh(self, round_number: int) -> RankGroup:
+        return self.start()
 
     def finish(self) -> None:
         if self.current is None:
@@ -315,46 +321,34 @@ def _slowest_rank(result: CaseResult) -> None:
 def _run_benchmarks(
     spec: JobSpec, groups: Groups, seeds: SeedPlan, result: Result, emit: Emit, deadline: float
 ) -> None:
+    """Time every case, each call as its slowest rank's; ranked: in rounds, each with its ranks
+    started afresh where time allows (``harness/rounds.py``)."""
     cases = spec.task.benchmarks
     if not cases:
         raise RunEnded(Status.ERROR, "the leaderboard defines no benchmarks")
     rng = random.Random(os.urandom(16))
     ranked = spec.mode is Mode.RANKED
     plan = RANKED_PLAN if ranked else BENCHMARK_PLAN
-    rounds = RANKED_ROUNDS if ranked else 1
-    emit(Progress("benchmarking", 0, rounds * len(cases)))
+    rounds = Rounds(len(cases), stats.RANKED_ROUNDS if ranked else 1, deadline, spec.timeout_s, groups, emit)
     labels = [f"benchmark {i + 1} of {len(cases)} ({describe_case(case)})" for i, case in enumerate(cases)]
-    timings: list[list[CaseTiming]] = [[] for _ in cases]
     # Each rank's median in each round, as a case's time is its rounds' mean (``combine_rounds``).
     per_rank: list[list[list[float]]] = [[[] for _ in range(spec.task.world_size)] for _ in cases]
-    rounds_run = 0
-    for round_index in range(rounds):
-        fresh = ranked and groups.fresh_affordable()
-        if round_index > 0 and not fresh and deadline - time.monotonic() < groups.startup_s:
-            break  # no time for another round: scored on the rounds it has, and saying so
-        if fresh:
-            groups.start()
+
+    def time_one(round_index: int, index: int, seconds: float, fresh: bool) -> CaseTiming:
+        label = labels[index]
+        if rounds.rounds > 1:
+            label += f", round {round_index + 1}" + (" (ranks started afresh)" if fresh else "")
         group = groups.current
         assert group is not None
-        for index, case in enumerate(cases):
-            label = labels[index]
-            if rounds > 1:
-                label += f", round {round_index + 1}" + (" (ranks started afresh)" if fresh else "")
-            slots_left = (rounds - round_index) * len(cases) - index
-            starts_left = rounds - 1 - round_index
-            share = time_share(
-                deadline - time.monotonic(), slots_left, starts_left, FRESH_STARTS_NEEDED * groups.startup_s
-            )
-            seconds = min(plan.rule.max_seconds, share)
-            calls, ranks = _time_case(spec, group, seeds, case, label, seconds, rng, round_index)
-            summary = stats.summarize(calls)
-            timings[index].append(
-                CaseTiming(stats.case_result(case, summary), summary.median * 1e-9, calls, process=groups.started)
-            )
-            for rank, values in enumerate(ranks):
-                per_rank[index][rank].append(stats.median(sorted(values)))
-            emit(Progress("benchmarking", round_index * len(cases) + index + 1, rounds * len(cases)))
-        rounds_run += 1
+        calls, ranks = _time_case(spec, group, seeds, cases[index], label, min(plan.rule.max_seconds, seconds), rng,
+                                  round_index)
+        summary = stats.summarize(calls)
+        for rank, values in enumerate(ranks):
+            per_rank[index][rank].append(stats.median(sorted(values)))
+        return CaseTiming(stats.case_result(cases[index], summary), summary.median * 1e-9, calls,
+                          process=groups.started)
+
+    timings = rounds.run(time_one, lambda case_timings: not benchmark.rounds_agree(case_timings))
     medians: list[float] = []
     for index, case in enumerate(cases):
         combined = benchmark.combine_rounds(timings[index], None, case, spec.gpu, groups.device, labels[index], 0)
@@ -370,8 +364,4 @@ def _run_benchmarks(
         f"{format_seconds(score_s)} ({spec.task.ranking_by} of {len(medians)} benchmark medians, "
         "each call timed as its slowest rank)"
     )
-    if rounds_run < rounds:
-        result.verdict += (
-            f"; timed in {rounds_run} round{'s' if rounds_run > 1 else ''} of {rounds}: too little time was left "
-            "to start the ranks again"
-        )
+    result.verdict += rounds.shortfall()

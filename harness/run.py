@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kernelcup.harness import protocol, scoring, stats
-from kernelcup.harness.children import Children, start_python_child, time_share
+from kernelcup.harness.children import Children, start_python_child
 from kernelcup.harness.evaluators import uses_own_evaluator
 from kernelcup.harness.process import Child, Identity, child_identity
 from kernelcup.harness.reporting import Emit
+from kernelcup.harness.rounds import Rounds
 from kernelcup.harness.seeds import SeedPlan
 from kernelcup.harness.spec import CaseResult, JobSpec, Mode, Progress, Result, Status
 from kernelcup.harness.verdict import RunEnded, describe_case, format_seconds
@@ -258,42 +259,6 @@ def _run_tests(
         raise RunEnded(Status.FAILED, first_failure)
 
 
-ROUND_FLOOR_RATIO = 1.15  # a round whose cases took this much more than their shares hit their floor
-# The next such round must fit this many times the last one's time: a round that outruns what is
-# left times the whole job out, losing the rounds already timed, while one round fewer costs only
-# some repeatability; and rounds of one job differ by more than 5% (JOURNAL.md, Rounds that fit
-# the time limit).
-NEXT_ROUND_MARGIN = 1.2
-
-
-@dataclass
-class RoundCost:
-    """What one ranked round's cases were given and what they took."""
-
-    shares_s: float = 0.0
-    took_s: float = 0.0  # less the submission's idling (CaseTiming.idle_s)
-
-    def add(self, share_s: float, took_s: float) -> None:
-        self.shares_s += share_s
-        self.took_s += took_s
-
-    def next_fits(self, left_s: float, startup_s: float) -> bool:
-        """Whether another round like this one fits in ``left_s``.
-
-        Each case gets a share of the time left and stops timing when it runs out, so a round
-        normally fits whatever is left. Not where the cases' least work (warm-up, at least two
-        timed calls, a check, each on fresh inputs) outlasted their shares: a second-long call on
-        inputs that take seconds to make would then run the job past its limit in the next
-        round. Such a job is scored on the rounds it has, and its verdict says so. What a case
-        took leaves out the submission's idling (``benchmark.idle_time``): a submission whose
-        timed calls are quick cannot skip the fresh process of the next round by idling in its
-        untimed ones, while a leaderboard whose inputs or checks are slow is judged by them
-        whatever its calls take (JOURNAL.md, Rounds that fit the time limit)."""
-        if self.took_s <= ROUND_FLOOR_RATIO * self.shares_s:
-            return True
-        return left_s >= NEXT_ROUND_MARGIN * self.took_s + startup_s
-
-
 def _generate(problem: Any, kwargs: dict[str, Any], device: str, label: str) -> Any:
     try:
         return problem.generate(kwargs, device)
@@ -353,7 +318,7 @@ def _run_benchmarks(
     deadline: float,
 ) -> None:
     """Time every case; ranked: in rounds, each round in a fresh process where time allows
-    (harness/children.py), the start-ups still to come kept out of each case's time share."""
+    (``harness/rounds.py``, ``harness/children.py``)."""
     from kernelcup.harness import benchmark
 
     cases = spec.task.benchmarks
@@ -362,60 +327,25 @@ def _run_benchmarks(
     ranked = spec.mode is Mode.RANKED
     plan = benchmark.RANKED_PLAN if ranked else benchmark.BENCHMARK_PLAN
     rng = random.Random(os.urandom(16))
-    rounds = benchmark.RANKED_ROUNDS if ranked else 1
-    timings: list[list[benchmark.CaseTiming]] = [[] for _ in cases]
-    orders = [(r, i) for r in range(rounds) for i in range(len(cases))]  # round by round
-    total = len(orders)
-    emit(Progress("benchmarking", 0, total))
+    rounds = Rounds(len(cases), stats.RANKED_ROUNDS if ranked else 1, deadline, spec.timeout_s, children, emit)
 
-    def time_one(round_index: int, index: int, slots_left: int, starts_left: int) -> None:
+    def time_one(round_index: int, index: int, seconds: float, fresh: bool) -> benchmark.CaseTiming:
         case = cases[index]
         label = f"benchmark {index + 1} of {len(cases)} ({describe_case(case)})"
-        if rounds > 1:
-            label += f", round {round_index + 1}"
-            if children.current.started_for == round_index + 1:
-                label += " (in a fresh process)"
-        seconds = time_share(deadline - time.monotonic(), slots_left, starts_left, children.startup_estimate())
-        begun = time.monotonic()
+        if rounds.rounds > 1:
+            label += f", round {round_index + 1}" + (" (in a fresh process)" if fresh else "")
         timing = benchmark.time_case(
             children.session, problem, seeds, case, label, plan, seconds, spec.gpu, MAX_OUTPUT_PAYLOAD, rng, round_index
         )
-        costs[round_index].add(seconds, time.monotonic() - begun - timing.idle_s)
         timing.process = len(children.processes)
-        timings[index].append(timing)
+        return timing
 
-    costs = [RoundCost() for _ in range(rounds + 1)]  # one more round included
-    rounds_run = rounds
-    if rounds > 1 and children.fresh_affordable():
-        # The first round in a fresh process too, not after the tests in theirs, so that every
-        # round starts alike: a process that ran the tests has compiled, captured and cached for
-        # the tests' sizes (torch.compile turns shapes dynamic once it sees a second size;
-        # JOURNAL.md, Ranked rounds in fresh processes).
-        children.fresh(1)
-    for done, (round_index, index) in enumerate(orders):
-        if round_index > 0 and index == 0:
-            if not costs[round_index - 1].next_fits(deadline - time.monotonic(), children.startup_estimate()):
-                rounds_run = round_index
-                break
-            if children.fresh_affordable():
-                children.fresh(round_index + 1)  # between rounds, never while one is timed
-        time_one(round_index, index, total - done, rounds - 1 - round_index)
-        emit(Progress("benchmarking", done + 1, total))
-    if rounds_run < rounds:
-        emit(Progress("benchmarking", total, total))
-    if rounds > 1 and rounds_run == rounds:  # one more round where they disagree, while time is left for it
-        split = [i for i, t in enumerate(timings) if not benchmark.rounds_agree(t)]
-        needed_s = 0.3 * spec.timeout_s / len(cases)
-        if split and children.fresh_affordable(needed_s):
-            children.fresh(rounds + 1)
-        for position, index in enumerate(split):
-            if deadline - time.monotonic() > needed_s:
-                time_one(rounds, index, len(split) - position, 0)
-    _score(children, problem, spec, result, timings, rounds_run, rounds)
+    timings = rounds.run(time_one, lambda case_timings: not benchmark.rounds_agree(case_timings))
+    _score(children, problem, spec, result, timings, rounds.shortfall())
 
 
-def _score(children: Children, problem: Any, spec: JobSpec, result: Result,
-           timings: list[list[Any]], rounds_run: int, rounds: int) -> None:
+def _score(children: Children, problem: Any, spec: JobSpec, result: Result, timings: list[list[Any]],
+           shortfall: str) -> None:
     """Each case's rounds combined into its result, the score over the cases, and the verdict."""
     from kernelcup.harness import benchmark
 
@@ -440,8 +370,4 @@ def _score(children: Children, problem: Any, spec: JobSpec, result: Result,
         f"all {len(result.tests)} tests passed; {what} {format_seconds(score_s)} "
         f"({spec.task.ranking_by} of {len(medians)} benchmark medians)"
     )
-    if rounds_run < rounds:
-        result.verdict += (
-            f"; timed in {rounds_run} round{'s' if rounds_run > 1 else ''} of {rounds}: the cases needed more than "
-            "their share of the leaderboard's time limit, which held no further round"
-        )
+    result.verdict += shortfall

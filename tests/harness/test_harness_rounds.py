@@ -35,7 +35,8 @@ from kernelcup.harness import benchmark, cpus, stats
 from kernelcup.harness.children import FRESH_MAX_SHARE, fresh_fits, time_share
 from kernelcup.harness.process import StreamCapture
 from kernelcup.harness.reporting import SHOWN_OUTPUT, attach_process_outputs
-from kernelcup.harness.run import NEXT_ROUND_MARGIN, reserve_s
+from kernelcup.harness.rounds import NEXT_ROUND_MARGIN
+from kernelcup.harness.run import reserve_s
 from kernelcup.harness.session import Timed
 from kernelcup.harness.spec import GpuInfo, Mode, Result, Status, parse_line
 
@@ -56,7 +57,7 @@ WORKERS = 1 if DEVICE == "cuda" else 3
 # How much slower than measured a job's start-ups may run and still fit its budget: the load of
 # a shared box changes while this module runs (other test files beside it, the batch's own jobs
 # starting and ending).
-SLACK = 2.0
+SLACK = 3.0
 
 
 @dataclass(frozen=True)
@@ -301,7 +302,12 @@ def test_a_slow_loading_submission_on_a_tight_budget_ends_within_it(
         return
     processes = len(_tokens(result.stdout))
     rounds = max(len(case.round_median_ns) for case in result.benchmarks)
-    assert processes >= 1 and rounds >= benchmark.RANKED_ROUNDS - 1  # one may be left out as a slow spell
+    assert processes >= 1
+    fitted = re.search(rf"timed in (\d) rounds? of {benchmark.RANKED_ROUNDS}", result.verdict)
+    if fitted:  # a loaded box: the rounds that did not fit are named, never a failure
+        assert 1 <= int(fitted.group(1)) < benchmark.RANKED_ROUNDS
+        return
+    assert rounds >= benchmark.RANKED_ROUNDS - 1  # one may be left out as a slow spell
     if processes < benchmark.RANKED_ROUNDS:  # no time for a fresh one: said so, not failed
         assert all("too little time was left to start a fresh one" in case.message for case in result.benchmarks)
 
@@ -500,7 +506,7 @@ def test_a_ranked_job_whose_cases_outlast_their_share_is_scored_on_the_rounds_th
 
 
 def test_another_round_is_refused_only_where_the_last_ones_cases_outlasted_their_shares() -> None:
-    from kernelcup.harness.run import RoundCost
+    from kernelcup.harness.rounds import RoundCost
 
     def _next_round_fits(shares_s: float, took_s: float, left_s: float, startup_s: float) -> bool:
         return RoundCost(shares_s, took_s).next_fits(left_s, startup_s)

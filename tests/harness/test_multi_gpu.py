@@ -10,6 +10,7 @@ secret seed, which no rank can find.
 
 from __future__ import annotations
 
+import re
 import secrets
 import subprocess
 import time
@@ -20,6 +21,7 @@ from conftest import FIXTURES, REPO, HarnessRun, leaderboard_spec, read_run, run
 
 from kernelcup.harness.children import MIN_RESTART_S
 from kernelcup.harness.spec import JobSpec, Mode, Status
+from kernelcup.harness.stats import RANKED_ROUNDS
 
 SHIPPED = REPO / "leaderboards"
 ALLREDUCE = SHIPPED / "allreduce"
@@ -49,7 +51,8 @@ def runs() -> dict[str, HarnessRun]:
         "raises": leaderboard_spec(ALLREDUCE, _fixture("rank1_raises"), timeout_s=60),
         "hunter": leaderboard_spec(ALLREDUCE, _fixture("secret_hunter"), Mode.RANKED, timeout_s=120,
                                    secret_seed=SECRET),
-        "rounds": leaderboard_spec(ALLREDUCE, _fixture("says_its_process"), Mode.RANKED, timeout_s=120,
+        # A limit with room for every round even on a loaded box; the job ends when they are done.
+        "rounds": leaderboard_spec(ALLREDUCE, _fixture("says_its_process"), Mode.RANKED, timeout_s=180,
                                    secret_seed=SECRET),
     }
     specs["rounds"].task.benchmarks = specs["rounds"].task.tests[-2:]
@@ -78,19 +81,24 @@ def test_each_ranked_round_of_a_multi_gpu_job_starts_its_ranks_afresh(runs: dict
     # H100's modes), and a group that ran the tests has compiled and cached for their sizes.
     result = runs["rounds"].outcome()
     assert result.status is Status.PASSED, result.verdict
-    assert "round" not in result.verdict  # both rounds ran
+    # Every round ran, or the verdict names those that did not fit (a loaded box); two at least.
+    fitted = re.search(rf"timed in (\d) rounds? of {RANKED_ROUNDS}", result.verdict)
+    ran = int(fitted.group(1)) if fitted else RANKED_ROUNDS
+    assert ran >= 2, result.verdict
     loaded = [line for line in result.stdout.splitlines() if line.startswith("submission loaded in process")]
-    # The tests' ranks, then round 1's and round 2's, 2 ranks each (each group in its own PID
-    # namespace under the sandbox, so the numbers repeat).
-    assert len(loaded) == 3 * 2, result.stdout
-    assert "[ranks started 3]" in result.stdout
+    # The tests' ranks, then each round's (and the extra round's, where cases disagreed), 2 ranks
+    # each (each group in its own PID namespace under the sandbox, so the numbers repeat).
+    groups = len(loaded) // 2
+    assert len(loaded) % 2 == 0 and groups in (1 + ran, 2 + ran), result.stdout
+    assert f"[ranks started {groups}]" in result.stdout
     for case in result.benchmarks:
-        assert len(case.round_median_ns) == 2 and len(case.rank_median_ns) == 2
+        assert ran <= len(case.round_median_ns) <= ran + 1 and len(case.rank_median_ns) == 2
         assert case.median_ns is not None and case.ci_low_ns is not None and case.ci_high_ns is not None
         # the interval covers both rounds' medians, and at least the job-to-job floor either side
         assert case.ci_low_ns <= min(case.round_median_ns) and case.ci_high_ns >= max(case.round_median_ns)
         assert case.ci_low_ns <= 0.995 * case.median_ns and case.ci_high_ns >= 1.005 * case.median_ns
-        assert "process" not in case.message  # every round had ranks of its own
+        if len(case.round_median_ns) == ran:  # every round had ranks of its own
+            assert "process" not in case.message, case.message
 
 
 def test_a_rank_that_never_joins_the_collective_times_out_by_name_and_leaves_nothing() -> None:
