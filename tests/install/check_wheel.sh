@@ -36,6 +36,27 @@ expect() {
         fail "$name: a traceback"; printf '%s\n' "$OUT" | tail -30
     fi
 }
+# serve_then_stop PATTERN COMMAND...: run a server until its output shows PATTERN, waiting as long
+# as the box needs (a loaded CI box can take minutes; at most 600 s), then stop it with SIGINT as
+# a user would, print its output and exit with its status. `timeout` starts it: a command started
+# in the background of a script ignores SIGINT, and timeout passes the signal on to a server that
+# does not.
+serve_then_stop() {
+    local pattern="$1" log waited=0 code=0 pid
+    shift
+    log="$(mktemp)"
+    PYTHONUNBUFFERED=1 timeout --preserve-status -s INT 600 "$@" >"$log" 2>&1 &
+    pid=$!
+    while ! grep -qF -- "$pattern" "$log" && kill -0 "$pid" 2>/dev/null && [ "$waited" -lt 6000 ]; do
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+    kill -INT "$pid" 2>/dev/null || true
+    wait "$pid" || code=$?
+    cat "$log"
+    rm -f "$log"
+    return "$code"
+}
 contains() {  # contains NAME TEXT PATTERN
     grep -qF -- "$3" <<<"$2" || fail "$1: expected '$3'"
 }
@@ -93,8 +114,8 @@ expect 4 base-postgres env KERNELCUP_DATABASE_URL=postgresql://kc@127.0.0.1:1/kc
 contains base-postgres "$OUT" "pip install 'kernelcup[postgres]'"
 expect 4 base-remote env KERNELCUP_DATABASE_URL="$(db base)" "$KC" --server http://127.0.0.1:1 list
 contains base-remote "$OUT" "pip install 'kernelcup[remote]'"
-expect 0 base-serve env KERNELCUP_DATABASE_URL="$(db base)" \
-    timeout --preserve-status -s INT 6 "$KC" serve --no-console
+expect 0 base-serve serve_then_stop '"event": "serving"' env KERNELCUP_DATABASE_URL="$(db base)" \
+    "$KC" serve --no-console
 contains base-serve "$OUT" '"event": "serving"'
 count base-serve "$OUT" "adapter web is off: pip install 'kernelcup[web]' turns it on" 1
 count base-serve "$OUT" "runner modal is off" 1
@@ -131,8 +152,8 @@ expect 0 github-list env KERNELCUP_DATABASE_URL="$(db github)" KERNELCUP_GPUS__R
 lacks github-list "$LOG" "runner github is off"
 contains github-list "$LOG" "GitHub GPUs not served here"
 extra web
-expect 0 web-serve env KERNELCUP_DATABASE_URL="$(db web)" KERNELCUP_WEB__PORT=0 \
-    timeout --preserve-status -s INT 20 "$PY" -m kernelcup.adapters.terminal serve --no-console
+expect 0 web-serve serve_then_stop "web: serving" env KERNELCUP_DATABASE_URL="$(db web)" KERNELCUP_WEB__PORT=0 \
+    "$PY" -m kernelcup.adapters.terminal serve --no-console
 contains web-serve "$OUT" "web: serving"
 lacks web-serve "$OUT" "adapter web is off"
 extra remote
