@@ -311,11 +311,11 @@ class Orders:
     def run(self, message: dict[str, Any]) -> None:
         import torch
 
-        from kernelcup.harness import fingerprint
+        from kernelcup.harness import fingerprint, transfer
 
         self.kept = None
         data = self.generate(message)
-        input_bytes = _nbytes_of(data)
+        input_bytes = transfer.nbytes_of(data)
         data_print = fingerprint.fingerprint(data)
         if self.device.type == "cuda":  # after the fingerprint: its temporaries are freed too
             _poison_cuda_cache(3 * input_bytes)
@@ -436,12 +436,6 @@ class Orders:
 
     def _announce_call(self) -> None:
         self.channel.send(protocol.Calling(msg="calling"))
-
-
-def _nbytes_of(data: Any) -> int:
-    from kernelcup.harness import transfer
-
-    return int(transfer.nbytes_of(data))
 
 
 class _ProblemFailure(Exception):

@@ -7,6 +7,8 @@ import re
 import typing
 from pathlib import Path
 
+import pytest
+
 from kernelcup.harness import protocol
 
 NOTES = (Path(__file__).resolve().parents[2] / "harness" / "NOTES.md").read_text()
@@ -30,23 +32,17 @@ def kinds(union: typing.Any, key: str) -> dict[str, list[type]]:
     return found
 
 
-def test_every_order_is_in_the_notes_with_its_fields() -> None:
-    rows = table("**Orders** (harness to child):")
-    orders = kinds(protocol.Order, "op")
-    assert set(rows) == set(orders)
-    for kind, members in orders.items():
+@pytest.mark.parametrize(("heading", "union", "key"), [
+    ("**Orders** (harness to child):", protocol.Order, "op"),
+    ("**Messages** (child to harness):", protocol.Answer, "msg"),
+], ids=["orders", "messages"])
+def test_every_kind_is_in_the_notes_with_its_fields(heading: str, union: typing.Any, key: str) -> None:
+    rows = table(heading)
+    found = kinds(union, key)
+    assert set(rows) == set(found)
+    for kind, members in found.items():
         for member in members:
-            for name in set(typing.get_type_hints(member)) - {"op"}:
-                assert f"`{name}`" in rows[kind], (kind, name)
-
-
-def test_every_message_is_in_the_notes_with_its_fields() -> None:
-    rows = table("**Messages** (child to harness):")
-    answers = kinds(protocol.Answer, "msg")
-    assert set(rows) == set(answers)
-    for kind, members in answers.items():
-        for member in members:
-            for name in set(typing.get_type_hints(member)) - {"msg"}:
+            for name in set(typing.get_type_hints(member)) - {key}:
                 assert f"`{name}`" in rows[kind], (kind, name)
 
 
