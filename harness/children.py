@@ -133,6 +133,7 @@ class Process:
     startup_s: float | None = None
     ended: bool = False
     started_again: bool = False  # it replaces one that died while starting
+    ahead: bool = False  # started ahead of its round (``Children.prestart``): only adopted when it came
 
     @property
     def label(self) -> str:
@@ -245,8 +246,11 @@ class Children:
         return session
 
     def startup_estimate(self) -> float:
-        """Seconds a fresh process is expected to take: the last one measured."""
-        measured = [p.startup_s for p in self.processes if p.startup_s is not None]
+        """Seconds a fresh process is expected to take: the last one measured that started
+        when it was asked for. A process started ahead (:meth:`prestart`) was ready in a fraction
+        of that, and a round it was not started for (the extra round) starts from nothing: on an
+        H200, 0.2 s against 4.7 s (BENCHMARKS.md, twenty-first session)."""
+        measured = [p.startup_s for p in self.processes if p.startup_s is not None and not p.ahead]
         return measured[-1] if measured else 0.0
 
     def fresh_affordable(self, needed_after_s: float = 0.0) -> bool:
@@ -262,6 +266,7 @@ class Children:
         where = f"in a fresh process started for round {round_number} of the benchmarks ({earlier} ran in another)"
         waiting = self._waiting.pop(round_number, None)
         process = self._adopt(waiting, round_number) if waiting is not None else self._spawn(round_number)
+        process.ahead = waiting is not None
         try:
             process, _ = self._started(process)
             process.session.load(load_order(self.spec, self.workspace))

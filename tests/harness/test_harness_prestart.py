@@ -14,6 +14,7 @@ import re
 from conftest import LEADERBOARDS, leaderboard_spec, run_harness, submission
 
 from kernelcup.harness import benchmark
+from kernelcup.harness.children import Children, Process
 from kernelcup.harness.spec import Mode, Status
 
 ADDMUL = LEADERBOARDS / "addmul"
@@ -41,3 +42,18 @@ def test_a_prestarted_process_that_fails_names_its_round() -> None:
     result = run_harness(spec, env=PRESTART).outcome()
     assert result.status is not Status.PASSED
     assert "round 1 (in a fresh process)" in result.verdict and "broken in a later process" in result.verdict
+
+
+def test_a_fresh_start_is_estimated_from_a_process_that_started_when_asked_not_one_started_ahead() -> None:
+    """A round with no process started ahead for it (the extra round) starts from nothing: the
+    estimate that decides whether it fits must be a cold start's, or the job runs out of time while
+    that process starts (seen on an H200: 0.2 s adopted against 4.7 s cold)."""
+    children = Children(None, None, None, deadline=0.0)  # type: ignore[arg-type]  # only its processes are read
+    children.processes = [
+        Process(None, None, started_for=0, startup_s=4.7),  # type: ignore[arg-type]
+        Process(None, None, started_for=1, startup_s=0.2, ahead=True),  # type: ignore[arg-type]
+        Process(None, None, started_for=2, startup_s=0.3, ahead=True),  # type: ignore[arg-type]
+    ]
+    assert children.startup_estimate() == 4.7
+    children.processes.append(Process(None, None, started_for=4, startup_s=5.1))  # type: ignore[arg-type]
+    assert children.startup_estimate() == 5.1
