@@ -138,6 +138,8 @@ class Process:
     @property
     def label(self) -> str:
         label = "the first process" if self.started_for == 0 else f"a fresh process for round {self.started_for}"
+        if self.ahead:
+            label += ", started ahead"
         return f"{label}, started again" if self.started_again else label
 
 

@@ -48,6 +48,10 @@ class Watch:
         self._code_names: list[str] = []
         self._functions: list[types.FunctionType] = []
         self._codes: tuple[int, ...] = ()
+        # A trace or profile function the operator started the process under
+        # (``KERNELCUP_HARNESS_PROFILE=1``) was there before the submission: any other is not.
+        self._trace = sys.gettrace()
+        self._profile = sys.getprofile()
 
     @classmethod
     def before_submission(cls, leaderboard_dir: Path, objects: dict[str, Any] | None = None) -> Watch:
@@ -101,10 +105,10 @@ class Watch:
             for name, function, noted in zip(self._code_names, self._functions, self._codes, strict=True):
                 if id(function.__code__) != noted:
                     return f"the code of {name} was replaced"
-        return _hooks()
+        return _hooks(self._trace, self._profile)
 
 
-def _hooks() -> str:
+def _hooks(trace: Any, profile: Any) -> str:
     import torch
 
     functions = getattr(torch._C, "_len_torch_function_stack", lambda: 0)()
@@ -113,6 +117,6 @@ def _hooks() -> str:
         return "a torch function mode was left installed"
     if dispatch:
         return "a torch dispatch mode was left installed"
-    if sys.gettrace() is not None or sys.getprofile() is not None:
+    if sys.gettrace() is not trace or sys.getprofile() is not profile:
         return "a trace or profile function was installed"
     return ""

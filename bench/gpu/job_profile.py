@@ -1,6 +1,6 @@
 """Where one job's seconds go, function by function (issue #14's `submit test` latency).
 
-Runs one leaderboard's `test` job twice through ``python -m kernelcup.harness`` (the second
+Runs one leaderboard's `test` job (or ``--mode``'s) twice through ``python -m kernelcup.harness`` (the second
 finds the build caches the first left), with the harness under cProfile and
 ``KERNELCUP_HARNESS_PROFILE=1`` (the submission's process under cProfile too, its profile in the
 result's stdout), and prints each job's phases and the top of both profiles.
@@ -36,6 +36,7 @@ def main() -> int:
     parser.add_argument("--top", type=int, default=45)
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument("--mode", default="test", choices=[mode.value for mode in Mode])
     parser.add_argument(
         "--who-imports",
         default="torch._dynamo,triton",
@@ -50,12 +51,12 @@ def main() -> int:
             task.task,
             task.files,
             args.solution.read_text(),
-            Mode.TEST,
+            Mode(args.mode),
             job_id=f"profile-{run}",
             gpu=GpuInfo(name=args.device),
             device=args.device,
             secret_seed=None,
-            default_timeout_s=180.0,
+            default_timeout_s=480.0,
         )
         began = time.monotonic()
         watched = [name for name in args.who_imports.split(",") if name]
@@ -68,7 +69,7 @@ def main() -> int:
             text=True,
             env=env,
             cwd=REPO,
-            timeout=300,
+            timeout=600,
         )
         wall = time.monotonic() - began
         lines = done.stdout.splitlines()

@@ -197,6 +197,24 @@ def test_a_torch_function_mode_left_installed_fails_the_run() -> None:
     assert "a torch function mode was left installed" in result.verdict
 
 
+def test_a_profile_function_left_installed_fails_the_run() -> None:
+    spy = submission("profile_function.py")
+    result = run_harness(leaderboard_spec(ADDMUL, spy, timeout_s=60)).outcome()
+    assert result.status is Status.FAILED, result.verdict
+    assert "a trace or profile function was installed" in result.verdict
+
+
+def test_the_operators_profiler_started_before_the_submission_is_not_held_against_it() -> None:
+    """``KERNELCUP_HARNESS_PROFILE=1`` runs the submission's process under cProfile (a debugging
+    aid of the operator's, bench/gpu/job_profile.py): that profiler was on before the submission
+    was loaded, and its report comes back in the output."""
+    honest = submission("records_process.py")
+    profiled = {"KERNELCUP_HARNESS_PROFILE": "1"}
+    result = run_harness(leaderboard_spec(ADDMUL, honest, timeout_s=60), env=profiled).outcome()
+    assert result.status is Status.PASSED, result.verdict
+    assert "function calls" in result.stdout
+
+
 def test_honest_torch_compile_leaves_nothing_the_watch_holds_against_it() -> None:
     """Importing torch._dynamo replaces torch.manual_seed: the watch must not call that tampering."""
     compiled = submission("compiled.py")
