@@ -114,6 +114,12 @@ class HarnessRun:
         return self.result
 
 
+# Rounds' processes start ahead only on a box of 8 cores or more (harness/children.py): the tests
+# that read which process ran what expect the same order on any box, and those of starting ahead
+# ask for it (test_harness_prestart.py).
+HARNESS_DEFAULTS = {"KERNELCUP_HARNESS_PRESTART": "0"}
+
+
 def start_harness(env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     """``python -m kernelcup.harness`` as a runner starts it: waiting for its spec on stdin."""
     return subprocess.Popen(
@@ -123,7 +129,7 @@ def start_harness(env: dict[str, str] | None = None) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         cwd=REPO,
-        env={**os.environ, **(env or {})},
+        env={**HARNESS_DEFAULTS, **os.environ, **(env or {})},
     )
 
 
