@@ -59,6 +59,12 @@ def test_a_correct_submission_passes_every_test(runs: dict[str, HarnessRun]) -> 
     assert [t.passed for t in result.tests] == [True, True, True]
 
 
+def test_a_correct_submission_passes_in_the_sandbox(runs: dict[str, HarnessRun]) -> None:
+    result = runs["correct"].outcome()
+    assert result.status is Status.PASSED, result.verdict
+    assert "sandbox" in result.system.isolation, result.system.isolation
+
+
 def test_progress_counts_the_tests(runs: dict[str, HarnessRun]) -> None:
     progress = runs["correct"].progress
     assert [(p.phase, p.done, p.total) for p in progress][-1] == ("testing", 3, 3)

@@ -407,13 +407,6 @@ def test_where_user_namespaces_are_blocked_every_job_is_refused(bot: Bot) -> Non
     assert "KERNELCUP_HARNESS_SANDBOX=off" in result.verdict
 
 
-def test_a_correct_submission_still_passes_every_mode_in_the_sandbox() -> None:
-    for mode in (Mode.TEST, Mode.BENCHMARK):
-        result = run_harness(leaderboard_spec(ADDMUL, submission("correct.py"), mode, timeout_s=120)).outcome()
-        assert result.status is Status.PASSED, result.verdict
-        assert isinstance(result, Result) and "sandbox" in result.system.isolation
-
-
 def _readable_tree(root: Path, files: dict[str, str]) -> None:
     for name, text in files.items():
         path = root / name
