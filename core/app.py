@@ -27,7 +27,7 @@ from kernelcup.core.errors import UserError
 from kernelcup.core.leaderboards.catalog import SyncReport, has_leaderboards, sync_folder
 from kernelcup.core.leaderboards.problem_sets import FOLDER_LEVELS
 from kernelcup.core.leaderboards.ranking import RankChange
-from kernelcup.core.messages import Problem, Reply, Request
+from kernelcup.core.messages import Refusal, Reply, Request
 from kernelcup.core.pipeline.events import JobEvent
 from kernelcup.core.pipeline.jobs import Pipeline
 from kernelcup.core.pipeline.report import submission_reply
@@ -209,7 +209,7 @@ class Kernelcup:
                 reply = Reply.error(
                     f"Only {cmd.role.value}s may use {cmd.name}.", "Ask an admin for the role."
                 )
-                reply.problem = Problem("forbidden")
+                reply.problem = Refusal("forbidden")
                 return reply
             await asyncio.to_thread(self._admit_by_role, request)
             request.args = coerce_args(cmd, request.args)
@@ -217,11 +217,11 @@ class Kernelcup:
         except NeedsChoice as exc:
             reply = Reply.error(exc.message, exc.hint)
             reply.choices = {exc.param: exc.options}
-            reply.problem = Problem("needs_choice")
+            reply.problem = Refusal("needs_choice")
             return reply
         except UserError as exc:
             reply = Reply.error(exc.message, exc.hint)
-            reply.problem = Problem(exc.kind, getattr(exc, "retry_after_s", None))
+            reply.problem = Refusal(exc.kind, getattr(exc, "retry_after_s", None))
             return reply
         except Exception:
             incident = uuid.uuid4().hex[:8]
@@ -231,7 +231,7 @@ class Kernelcup:
                 f"Something went wrong on our side (incident {incident}).",
                 "Nothing you sent was lost; an admin can look the incident up in the log.",
             )
-            reply.problem = Problem("internal")
+            reply.problem = Refusal("internal")
             return reply
         if reply.submission_id is not None:
             self.pipeline.wake()

@@ -122,7 +122,7 @@ Block = Text | Table | Code | File | Image | ProgressBlock
 
 
 @dataclass(frozen=True)
-class Problem:
+class Refusal:
     """Why a request was refused, in words an adapter can map (the web to an HTTP status).
 
     ``kind``: invalid, not_found, forbidden, too_large, refused, rate_limited, needs_choice,
@@ -141,7 +141,7 @@ class Reply:
     submission_id: int | None = None  # set when the reply starts a submission to follow
     # Set when the request lacks a value the platform can ask for with a menu: param -> options.
     choices: dict[str, list[str]] | None = None
-    problem: Problem | None = None  # set by the core when it refused the request
+    problem: Refusal | None = None  # set by the core when it refused the request
 
     def text(self) -> str:
         return "\n\n".join(block.fallback() for block in self.blocks)

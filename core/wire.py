@@ -19,8 +19,8 @@ from kernelcup.core.messages import (
     Code,
     File,
     Image,
-    Problem,
     ProgressBlock,
+    Refusal,
     Reply,
     Table,
     Text,
@@ -59,7 +59,7 @@ def reply_from_wire(raw: Mapping[str, Any]) -> Reply:
         submission_id=raw.get("submission_id"),
         choices={str(k): [str(v) for v in values] for k, values in choices.items()}
         if isinstance(choices, dict) else None,
-        problem=Problem(str(problem.get("kind")), problem.get("retry_after_s"))
+        problem=Refusal(str(problem.get("kind")), problem.get("retry_after_s"))
         if isinstance(problem, dict) else None,
     )
 

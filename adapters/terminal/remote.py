@@ -22,7 +22,7 @@ import yaml
 from kernelcup.adapters.terminal.follow import show_progress
 from kernelcup.adapters.terminal.output import Output
 from kernelcup.core.commands.registry import Command, Kind
-from kernelcup.core.messages import Attachment, Problem, Reply
+from kernelcup.core.messages import Attachment, Refusal, Reply
 from kernelcup.core.pipeline.events import JobEvent
 from kernelcup.core.wire import attachment_to_wire, reply_from_wire
 
@@ -117,7 +117,7 @@ def reply_of(response: httpx.Response) -> Reply:
             detail = json.dumps(detail)[:600]
         hint = body.get("hint", "") if isinstance(body, dict) else ""
         refused = Reply.error(f"{detail} ({response.status_code})", str(hint or ""))
-        refused.problem = Problem(str(body.get("kind") or "invalid")) if isinstance(body, dict) else None
+        refused.problem = Refusal(str(body.get("kind") or "invalid")) if isinstance(body, dict) else None
         refused.choices = body.get("choices") if isinstance(body, dict) else None
         return refused
     return reply_from_wire(body)

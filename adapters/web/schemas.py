@@ -15,7 +15,7 @@ from kernelcup.core.wire import reply_to_wire
 class ErrorOut(BaseModel):
     detail: str
     hint: str = ""
-    kind: str = "invalid"  # kernelcup.core.messages.Problem kinds, plus "unauthenticated"
+    kind: str = "invalid"  # kernelcup.core.messages.Refusal kinds, plus "unauthenticated"
     choices: dict[str, list[str]] | None = None  # needs_choice: e.g. {"gpu": ["H100", "A100"]}
 
 

@@ -15,8 +15,8 @@ from kernelcup.core.messages import (
     Code,
     File,
     Image,
-    Problem,
     ProgressBlock,
+    Refusal,
     Reply,
     Table,
     Text,
@@ -51,7 +51,7 @@ def test_every_kind_of_block_is_in_the_round_trip() -> None:
 
 def test_a_reply_with_every_block_crosses_the_wire_unchanged() -> None:
     reply = Reply(blocks=list(EVERY_BLOCK), ok=False, ephemeral=True, submission_id=7,
-                  choices={"gpu": ["H100", "A100"]}, problem=Problem("rate_limited", 12.5))
+                  choices={"gpu": ["H100", "A100"]}, problem=Refusal("rate_limited", 12.5))
     assert crossed(reply) == reply
 
 

@@ -15,7 +15,7 @@ from kernelcup.adapters.terminal.remote import reply_of
 from kernelcup.adapters.web.charts import Point, Series, score_chart
 from kernelcup.adapters.web.markdown import render
 from kernelcup.adapters.web.replies import reply_out, status_of
-from kernelcup.core.messages import Code, File, Image, Problem, ProgressBlock, Reply, Table, Text
+from kernelcup.core.messages import Code, File, Image, ProgressBlock, Refusal, Reply, Table, Text
 from tests.web.conftest import NOW, ROOT, Tokens, bearer
 
 HOSTILE = "<script>alert(1)</script> and [x](javascript:alert(1)) `a<b` <img src=x onerror=alert(1)>"
@@ -91,4 +91,4 @@ def test_refusals_map_to_http_statuses() -> None:
     assert status_of(Reply()) == 200
     for kind, status in (("not_found", 404), ("forbidden", 403), ("too_large", 413), ("refused", 409),
                          ("rate_limited", 429), ("invalid", 422), ("internal", 500)):
-        assert status_of(Reply(ok=False, problem=Problem(kind))) == status, kind
+        assert status_of(Reply(ok=False, problem=Refusal(kind))) == status, kind
