@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from kernelcup.harness import protocol, scoring, stats
 from kernelcup.harness.children import Children, start_python_child
-from kernelcup.harness.evaluators import uses_own_evaluator
+from kernelcup.harness.kinds import CudaSource, Job, JobKind, MultiGpu, OwnEvaluator
 from kernelcup.harness.process import Child, Identity, child_identity
 from kernelcup.harness.reporting import Emit
 from kernelcup.harness.rounds import Rounds
@@ -118,25 +118,10 @@ def run_job(spec: JobSpec, emit: Emit, started: float | None = None, prepared: P
     try:
         if spec.submission_name not in spec.files:
             raise RunEnded(Status.ERROR, f"the job has no submission file {spec.submission_name!r}")
-        if spec.task.lang == "cu":
-            from kernelcup.harness import cuda_eval
-
-            prepared.discard_child()  # the compiled binary is the submission's process
-            cuda_eval.run(spec, workspace, result, emit, deadline)
-        elif spec.task.lang == "py" and spec.task.world_size > 0:
-            from kernelcup.harness import multi_gpu
-
-            prepared.discard_child()  # one process per rank instead (harness/rank_group.py)
-            multi_gpu.run(spec, workspace, result, emit, deadline)
-        elif spec.task.lang == "py" and uses_own_evaluator(spec.task, spec.files):
-            from kernelcup.harness import own_eval
-
-            prepared.discard_child()  # the leaderboard's evaluator imports the submission itself
-            own_eval.run(spec, workspace, result, emit, deadline)
-        elif spec.task.lang == "py":
-            _run_python(spec, workspace, prepared, result, emit, deadline, started)
-        else:
+        kind = next((kind for kind in KINDS if kind.wants(spec)), None)
+        if kind is None:
             raise RunEnded(Status.ERROR, f"unknown leaderboard language {spec.task.lang!r}")
+        kind.run(Job(spec, workspace, prepared, result, emit, deadline, started))
     except RunEnded as ended:
         result.status = ended.status
         result.verdict = ended.verdict
@@ -169,6 +154,22 @@ def _phase(result: Result, name: str, since: float) -> float:
     now = time.monotonic()
     result.phases_s[name] = round(now - since, 3)
     return now
+
+
+class PythonJob:
+    """A Python job: the submission's process the harness prepared, then a fresh one per ranked round."""
+
+    name = "python"
+
+    def wants(self, spec: JobSpec) -> bool:
+        return spec.task.lang == "py"
+
+    def run(self, job: Job) -> None:
+        _run_python(job.spec, job.workspace, job.prepared, job.result, job.emit, job.deadline, job.started)
+
+
+# The first kind that wants a spec runs it: the more particular Python kinds before the plain one.
+KINDS: tuple[JobKind, ...] = (CudaSource(), MultiGpu(), OwnEvaluator(), PythonJob())
 
 
 def _run_python(
