@@ -101,8 +101,12 @@ def test_each_ranked_round_of_a_multi_gpu_job_starts_its_ranks_afresh(runs: dict
         # the interval covers both rounds' medians, and at least the job-to-job floor either side
         assert case.ci_low_ns <= min(case.round_median_ns) and case.ci_high_ns >= max(case.round_median_ns)
         assert case.ci_low_ns <= 0.995 * case.median_ns and case.ci_high_ns >= 1.005 * case.median_ns
-        if len(case.round_median_ns) == ran:  # every round had ranks of its own
-            assert "process" not in case.message, case.message
+        # Where a case's rounds shared ranks (an extra round with no time for a fresh group), it
+        # says so, with fewer groups than rounds; its medians can still number `ran`, once a round
+        # run in a slow spell is left out (benchmark.ROUND_OUTLIER).
+        shared = re.search(r"its (\d+) rounds ran in (\d+) process", case.message)
+        if shared:
+            assert int(shared.group(2)) < int(shared.group(1)) and int(shared.group(2)) <= groups - 1, case.message
 
 
 def test_a_rank_that_never_joins_the_collective_times_out_by_name_and_leaves_nothing() -> None:

@@ -133,9 +133,9 @@ Start = Callable[[dict[str, str]], "subprocess.Popen[str]"]  # a harness, given 
 
 def _probe(
     bot: Bot, mode: str, neighbour: Path | None = None, start: Start = start_harness
-) -> tuple[HarnessRun, dict[str, str], str]:
+) -> tuple[HarnessRun, dict[str, str], str, int]:
     """Run the probe in ``mode`` (a harness ``start``ed with the environment it is given); its
-    findings and its marker (the name of what it leaves)."""
+    findings, its marker (the name of what it leaves) and the harness's pid."""
     marker = f"kcprobe{secrets.token_hex(3)}"
     env = {**LIMITS, "TMPDIR": str(bot.tmp), "KERNELCUP_HARNESS_SANDBOX": mode}
     process = start(env)
@@ -150,7 +150,7 @@ def _probe(
     result = run.outcome()
     line = next((x for x in result.stdout.splitlines() if x.startswith("PROBE ")), None)
     assert line is not None, f"the probe printed nothing: {result.verdict}\n{result.stderr}"
-    return run, json.loads(line[len("PROBE ") :]), marker
+    return run, json.loads(line[len("PROBE ") :]), marker, process.pid
 
 
 def _processes_named(name: str) -> list[int]:
@@ -166,13 +166,13 @@ def _processes_named(name: str) -> list[int]:
     return found
 
 
-def _job_cgroups() -> list[Path]:
-    """Job cgroups left behind under this process's own cgroups (where the harness makes them).
+def _job_cgroups(harness_pid: int) -> list[Path]:
+    """The job cgroups of the harness ``harness_pid`` left under this process's own cgroups
+    (where a harness makes them).
 
-    A cgroup is named for the harness that made it (``kernelcup-<pid>-...``); one whose harness
-    is still alive belongs to a job running now beside this test (another pytest worker, the
-    wheel check, anything else on the machine sharing a root cgroup), not to the harness this
-    test ran, which has exited."""
+    A cgroup is named for the harness that made it (``kernelcup-<pid>-...``): others belong to
+    jobs beside this test (another pytest worker, the wheel check), or to a harness another test
+    killed on purpose, whose cgroup stays until a later harness sweeps it."""
     from kernelcup.harness.cgroups import _mounts, _own_paths
 
     own = _own_paths()
@@ -180,21 +180,8 @@ def _job_cgroups() -> list[Path]:
     for mount_point, fstype, options in _mounts():
         for controller in ("", *options.split(",")) if fstype.startswith("cgroup") else ():
             if controller in own:
-                found += Path(mount_point, own[controller].lstrip("/")).glob("kernelcup-*")
-    return [path for path in found if not _harness_alive(path.name)]
-
-
-def _harness_alive(cgroup_name: str) -> bool:
-    pid = cgroup_name.split("-")[1]
-    if not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
+                found += Path(mount_point, own[controller].lstrip("/")).glob(f"kernelcup-{harness_pid}-*")
+    return found
 
 
 def _wait_gone(check: Any, seconds: float = 5.0) -> Any:
@@ -227,7 +214,7 @@ def neighbour(bot: Bot) -> Iterator[Path]:
 
 @pytest.mark.parametrize("mode", list(MODES), ids=list(MODES))
 def test_a_hostile_submission_reaches_nothing_outside_its_job(bot: Bot, neighbour: Path, mode: str) -> None:
-    run, found, _marker = _probe(bot, MODES[mode], neighbour)
+    run, found, _marker, _pid = _probe(bot, MODES[mode], neighbour)
     result = run.outcome()
     assert result.status is Status.PASSED, result.verdict
     assert result.system.isolation.startswith("sandbox"), result.system.isolation
@@ -253,7 +240,7 @@ def test_a_hostile_submission_reaches_nothing_outside_its_job(bot: Bot, neighbou
 
 @pytest.mark.parametrize("mode", list(MODES), ids=list(MODES))
 def test_nothing_a_hostile_submission_starts_or_writes_outlives_its_job(bot: Bot, mode: str) -> None:
-    _run, found, marker = _probe(bot, MODES[mode])
+    _run, found, marker, harness_pid = _probe(bot, MODES[mode])
     assert found["leave a daemon"].startswith("REACHED"), found
     assert found["leave a file in /tmp"].startswith("REACHED"), found
     assert _wait_gone(lambda: _processes_named(marker)) == []
@@ -261,7 +248,7 @@ def test_nothing_a_hostile_submission_starts_or_writes_outlives_its_job(bot: Bot
         assert not (Path(folder) / marker).exists(), folder
     left = sorted(p.name for p in bot.tmp.iterdir() if p.name != "kernelcup-leftover")
     assert left == [], left
-    assert _job_cgroups() == [], "a job cgroup was left behind"
+    assert _job_cgroups(harness_pid) == [], "a job cgroup was left behind"
 
 
 # --- the limits, wherever they come from ------------------------------------------------------
@@ -368,7 +355,7 @@ TASKS_UNLIMITED = "ordinary user, no cgroups"
 )
 def test_limits_hold_in_the_sandbox(bot: Bot, mode: str) -> None:
     sandbox, starter, source = LIMIT_MODES[mode]
-    run, found, _ = _probe(bot, sandbox, start=starter(bot))
+    run, found, _, _ = _probe(bot, sandbox, start=starter(bot))
     isolation = run.outcome().system.isolation
     assert "limits:" in isolation, isolation
     if source:  # the mode is the one meant: both limits came from there
@@ -382,7 +369,7 @@ def test_limits_hold_in_the_sandbox(bot: Bot, mode: str) -> None:
 
 def test_without_the_sandbox_the_same_probe_reaches_the_database(bot: Bot) -> None:
     """The control: the probe does notice an open door (the operator's 'off' switch)."""
-    run, found, _ = _probe(bot, "off")
+    run, found, _, _ = _probe(bot, "off")
     assert run.outcome().system.isolation.startswith("no sandbox")
     assert found[f"read {bot.database}"].startswith("REACHED"), found
 
