@@ -1,7 +1,7 @@
 """The kinds of job behind one protocol: which kind runs a spec, and how.
 
 A CUDA source (``cuda_eval``), a multi-GPU Python job (``multi_gpu``), a Python job whose
-leaderboard brings its own evaluator (``own_eval``) and a Python job (``run.PYTHON``). Each kind
+leaderboard brings its own evaluator (``own_eval``) and a Python job (``run.PythonJob``). Each kind
 runs its job into the job's ``Result``; the first kind of ``run.KINDS`` that wants a spec runs it.
 A kind that starts processes of its own ends the Python process the harness prepared before it
 had a job (``run.Prepared``). Each kind's module is imported only when a job of it runs, so a
@@ -10,6 +10,8 @@ harness starts with none of them.
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -36,7 +38,9 @@ class Job:
 
 
 class JobKind(Protocol):
-    name: str
+    @property
+    def name(self) -> str:
+        """The kind's name, as an operator reads it."""
 
     def wants(self, spec: JobSpec) -> bool:
         """Whether this kind runs ``spec``."""
@@ -45,46 +49,30 @@ class JobKind(Protocol):
         """Run the job into ``job.result``; raise ``RunEnded`` where it ends early."""
 
 
-class CudaSource:
-    """A CUDA source: the compiled binary is the submission's process."""
+@dataclass(frozen=True)
+class ProcessesOfItsOwn:
+    """A kind whose module starts the submission's processes itself: the compiled binary of a
+    CUDA source, one process per rank (``harness/rank_group.py``), or the leaderboard's own
+    evaluator, which imports the submission. Its module's ``run(spec, workspace, result, emit,
+    deadline)`` runs the job."""
 
-    name = "cuda"
-
-    def wants(self, spec: JobSpec) -> bool:
-        return spec.task.lang == "cu"
-
-    def run(self, job: Job) -> None:
-        from kernelcup.harness import cuda_eval
-
-        job.prepared.discard_child()
-        cuda_eval.run(job.spec, job.workspace, job.result, job.emit, job.deadline)
-
-
-class MultiGpu:
-    """A Python job on several ranks: one process per rank (``harness/rank_group.py``)."""
-
-    name = "multi-GPU"
+    name: str
+    module: str
+    wanted: Callable[[JobSpec], bool]
 
     def wants(self, spec: JobSpec) -> bool:
-        return spec.task.lang == "py" and spec.task.world_size > 0
+        return self.wanted(spec)
 
     def run(self, job: Job) -> None:
-        from kernelcup.harness import multi_gpu
-
         job.prepared.discard_child()
-        multi_gpu.run(job.spec, job.workspace, job.result, job.emit, job.deadline)
+        kind = importlib.import_module(f"kernelcup.harness.{self.module}")
+        kind.run(job.spec, job.workspace, job.result, job.emit, job.deadline)
 
 
-class OwnEvaluator:
-    """A Python job whose leaderboard's evaluator imports the submission itself."""
-
-    name = "own evaluator"
-
-    def wants(self, spec: JobSpec) -> bool:
-        return spec.task.lang == "py" and uses_own_evaluator(spec.task, spec.files)
-
-    def run(self, job: Job) -> None:
-        from kernelcup.harness import own_eval
-
-        job.prepared.discard_child()
-        own_eval.run(job.spec, job.workspace, job.result, job.emit, job.deadline)
+CUDA_SOURCE = ProcessesOfItsOwn("cuda", "cuda_eval", lambda spec: spec.task.lang == "cu")
+MULTI_GPU = ProcessesOfItsOwn(
+    "multi-GPU", "multi_gpu", lambda spec: spec.task.lang == "py" and spec.task.world_size > 0
+)
+OWN_EVALUATOR = ProcessesOfItsOwn(
+    "own evaluator", "own_eval", lambda spec: spec.task.lang == "py" and uses_own_evaluator(spec.task, spec.files)
+)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from kernelcup.harness import protocol, scoring, stats
 from kernelcup.harness.children import Children, start_python_child
-from kernelcup.harness.kinds import CudaSource, Job, JobKind, MultiGpu, OwnEvaluator
+from kernelcup.harness.kinds import CUDA_SOURCE, MULTI_GPU, OWN_EVALUATOR, Job, JobKind
 from kernelcup.harness.process import Child, Identity, child_identity
 from kernelcup.harness.reporting import Emit
 from kernelcup.harness.rounds import Rounds
@@ -169,7 +169,7 @@ class PythonJob:
 
 
 # The first kind that wants a spec runs it: the more particular Python kinds before the plain one.
-KINDS: tuple[JobKind, ...] = (CudaSource(), MultiGpu(), OwnEvaluator(), PythonJob())
+KINDS: tuple[JobKind, ...] = (CUDA_SOURCE, MULTI_GPU, OWN_EVALUATOR, PythonJob())
 
 
 def _run_python(
