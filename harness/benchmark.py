@@ -128,6 +128,7 @@ class CaseTiming:
     process: int = 1  # which of the job's submission processes timed it (harness/children.py)
     host_spread: float = 0.0  # host-bound: the least range either side of its median (0: not host-bound)
     idle_s: float = 0.0  # the submission's time beyond its typical call (``idle_time``)
+    rank_median_ns: list[float] = dataclasses.field(default_factory=list)  # multi-GPU: each rank's, this round
 
 
 def rounds_agree(rounds: list[CaseTiming]) -> bool:
@@ -158,6 +159,7 @@ def combine_rounds(
     far the next job may land)."""
     if len(rounds) == 1:
         widen(rounds[0].result, rounds[0].host_spread, rounds[0].times)
+        rounds[0].result.rank_median_ns = list(rounds[0].rank_median_ns)
         return rounds[0]
     kept = without_slow_spell(rounds)
     times = [t for r in kept for t in r.times]
@@ -173,6 +175,9 @@ def combine_rounds(
     result = stats.case_result(case, summary, note)
     result.round_median_ns = [r.result.median_ns if r.result.median_ns is not None else r.median_s * 1e9 for r in kept]
     centre = result.median_ns = stats.mean(result.round_median_ns)
+    # Each rank's median over the same rounds as the case's, so the slowest rank's is the case's.
+    ranks = zip(*(r.rank_median_ns for r in kept), strict=True)
+    result.rank_median_ns = [stats.mean(list(medians)) for medians in ranks]
     result.ci_low_ns, result.ci_high_ns = summary.ci_low, summary.ci_high
     cover(result, result.round_median_ns)
     spread = max(r.host_spread for r in kept)

@@ -13,15 +13,22 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from kernelcup.harness.evaluators import uses_own_evaluator
+from kernelcup.harness.process import Child
 from kernelcup.harness.reporting import Emit
 from kernelcup.harness.spec import JobSpec, Result
 from kernelcup.harness.workspace import Workspace
 
-if TYPE_CHECKING:
-    from kernelcup.harness.run import Prepared
+
+class PreparedProcess(Protocol):
+    """The Python process the harness started before it had a job (``run.Prepared``)."""
+
+    child: Child | None
+
+    def discard_child(self) -> None:
+        """End it: the job's kind starts processes of its own."""
 
 
 @dataclass(frozen=True)
@@ -30,7 +37,7 @@ class Job:
 
     spec: JobSpec
     workspace: Workspace
-    prepared: Prepared
+    prepared: PreparedProcess
     result: Result
     emit: Emit
     deadline: float  # time.monotonic() by which the job's work ends

@@ -340,8 +340,6 @@ def _run_benchmarks(
     plan = RANKED_PLAN if ranked else BENCHMARK_PLAN
     rounds = Rounds(len(cases), stats.RANKED_ROUNDS if ranked else 1, deadline, spec.timeout_s, groups, emit)
     labels = [f"benchmark {i + 1} of {len(cases)} ({describe_case(case)})" for i, case in enumerate(cases)]
-    # Each rank's median in each round, as a case's time is its rounds' mean (``combine_rounds``).
-    per_rank: list[list[list[float]]] = [[[] for _ in range(spec.task.world_size)] for _ in cases]
 
     def time_one(round_index: int, index: int, seconds: float, fresh: bool) -> CaseTiming:
         label = labels[index]
@@ -352,16 +350,13 @@ def _run_benchmarks(
         calls, ranks = _time_case(spec, group, seeds, cases[index], label, min(plan.rule.max_seconds, seconds), rng,
                                   round_index)
         summary = stats.summarize(calls)
-        for rank, values in enumerate(ranks):
-            per_rank[index][rank].append(stats.median(sorted(values)))
         return CaseTiming(stats.case_result(cases[index], summary), summary.median * 1e-9, calls,
-                          process=groups.started)
+                          process=groups.started, rank_median_ns=[stats.median(sorted(values)) for values in ranks])
 
     timings = rounds.run(time_one, lambda case_timings: not benchmark.rounds_agree(case_timings))
     medians: list[float] = []
     for index, case in enumerate(cases):
         combined = benchmark.combine_rounds(timings[index], None, case, spec.gpu, groups.device, labels[index], 0)
-        combined.result.rank_median_ns = [stats.mean(medians) for medians in per_rank[index]]
         _slowest_rank(combined.result)
         result.benchmarks.append(combined.result)
         medians.append(combined.median_s)

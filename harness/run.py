@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kernelcup.harness import protocol, scoring, stats
-from kernelcup.harness.children import Children, start_python_child
+from kernelcup.harness.children import Children, ChildSlot, start_python_child
 from kernelcup.harness.kinds import CUDA_SOURCE, MULTI_GPU, OWN_EVALUATOR, Job, JobKind
 from kernelcup.harness.process import Child, Identity, child_identity
 from kernelcup.harness.reporting import Emit
@@ -175,7 +175,7 @@ KINDS: tuple[JobKind, ...] = (CUDA_SOURCE, MULTI_GPU, OWN_EVALUATOR, PythonJob()
 def _run_python(
     spec: JobSpec,
     workspace: Workspace,
-    prepared: Prepared,
+    prepared: ChildSlot,
     result: Result,
     emit: Emit,
     deadline: float,

@@ -483,6 +483,22 @@ def test_a_round_caught_in_a_slow_spell_is_dropped_once_a_third_round_decides() 
     assert combined.result.runs == 6 and max(combined.times) < 10_500
 
 
+def test_each_ranks_median_is_taken_over_the_rounds_the_cases_median_is() -> None:
+    """A multi-GPU call is timed as its slowest rank, so no rank's median may exceed the case's:
+    a round left out of the case's median as a slow spell is left out of every rank's too."""
+    from kernelcup.harness import benchmark
+    from kernelcup.harness.spec import GpuInfo
+
+    rounds = [_round([10_000.0, 10_100.0, 10_200.0]), _round([30_000.0, 30_100.0, 30_200.0]),
+              _round([10_020.0, 10_120.0, 10_080.0])]
+    for timing, ranks in zip(rounds, ([9_000.0, 10_100.0], [25_000.0, 30_100.0], [9_100.0, 10_080.0]), strict=True):
+        timing.rank_median_ns = ranks
+    combined = benchmark.combine_rounds(rounds, None, {"size": 1}, GpuInfo(), "cpu", "b", 0)
+    assert len(combined.result.round_median_ns) == 2  # the 30 µs round was a slow spell
+    assert combined.result.rank_median_ns == [9_050.0, 10_090.0]
+    assert combined.result.median_ns is not None and combined.result.median_ns >= max(combined.result.rank_median_ns)
+
+
 def test_rounds_within_two_steps_of_the_record_agree_however_short_the_call() -> None:
     from kernelcup.harness import benchmark
 
