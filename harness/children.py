@@ -174,9 +174,9 @@ class Children:
 
         return Session(child, self.deadline, self.spec.timeout_s, device="cpu")
 
-    def _adopt(self, child: Child, started_for: int) -> Process:
+    def _adopt(self, child: Child, started_for: int, ahead: bool = False) -> Process:
         self.prepared.child = child
-        process = Process(child, self._session(child), started_for)
+        process = Process(child, self._session(child), started_for, ahead=ahead)
         self.processes.append(process)
         return process
 
@@ -267,8 +267,7 @@ class Children:
         earlier = "the tests and the earlier rounds" if round_number > 1 else "the tests"
         where = f"in a fresh process started for round {round_number} of the benchmarks ({earlier} ran in another)"
         waiting = self._waiting.pop(round_number, None)
-        process = self._adopt(waiting, round_number) if waiting is not None else self._spawn(round_number)
-        process.ahead = waiting is not None
+        process = self._adopt(waiting, round_number, ahead=True) if waiting is not None else self._spawn(round_number)
         try:
             process, _ = self._started(process)
             process.session.load(load_order(self.spec, self.workspace))

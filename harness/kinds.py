@@ -45,10 +45,6 @@ class Job:
 
 
 class JobKind(Protocol):
-    @property
-    def name(self) -> str:
-        """The kind's name, as an operator reads it."""
-
     def wants(self, spec: JobSpec) -> bool:
         """Whether this kind runs ``spec``."""
 
@@ -63,7 +59,6 @@ class ProcessesOfItsOwn:
     evaluator, which imports the submission. Its module's ``run(spec, workspace, result, emit,
     deadline)`` runs the job."""
 
-    name: str
     module: str
     wanted: Callable[[JobSpec], bool]
 
@@ -76,10 +71,10 @@ class ProcessesOfItsOwn:
         kind.run(job.spec, job.workspace, job.result, job.emit, job.deadline)
 
 
-CUDA_SOURCE = ProcessesOfItsOwn("cuda", "cuda_eval", lambda spec: spec.task.lang == "cu")
+CUDA_SOURCE = ProcessesOfItsOwn("cuda_eval", lambda spec: spec.task.lang == "cu")
 MULTI_GPU = ProcessesOfItsOwn(
-    "multi-GPU", "multi_gpu", lambda spec: spec.task.lang == "py" and spec.task.world_size > 0
+    "multi_gpu", lambda spec: spec.task.lang == "py" and spec.task.world_size > 0
 )
 OWN_EVALUATOR = ProcessesOfItsOwn(
-    "own evaluator", "own_eval", lambda spec: spec.task.lang == "py" and uses_own_evaluator(spec.task, spec.files)
+    "own_eval", lambda spec: spec.task.lang == "py" and uses_own_evaluator(spec.task, spec.files)
 )

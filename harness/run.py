@@ -159,8 +159,6 @@ def _phase(result: Result, name: str, since: float) -> float:
 class PythonJob:
     """A Python job: the submission's process the harness prepared, then a fresh one per ranked round."""
 
-    name = "python"
-
     def wants(self, spec: JobSpec) -> bool:
         return spec.task.lang == "py"
 

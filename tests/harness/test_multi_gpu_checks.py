@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -53,7 +53,6 @@ class Draws(random.Random):
 class Costs:
     first_check_s: float
     later_check_s: float = 0.0
-    seen: list[float] = field(default_factory=list)
 
 
 def _run(monkeypatch: pytest.MonkeyPatch, costs: Costs, rng: random.Random) -> tuple[int, int]:
